@@ -1,0 +1,106 @@
+"""Model artifacts and their on-disk cache.
+
+Layout: ``cache_dir("models")/<model>/<key>/{<file>, artifact.json}``. ``artifact.json`` is
+written last, so a folder without it is an interrupted build and is rebuilt. A build happens
+in a private temp folder that is renamed into place, so two processes racing on the same key
+never see each other's half-written files: the loser discards its copy and uses the winner's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quantmark.hashing import atomic_write_json
+from quantmark.paths import cache_dir
+
+MANIFEST = "artifact.json"
+SCHEMA = 1
+
+
+@dataclass
+class Artifact:
+    """A runnable model file plus where it came from and what it cost to make."""
+
+    path: Path
+    format: str  # "onnx"
+    precision: str  # "fp32" | "int8"
+    key: str  # cache key (hash of everything that determines the file)
+    weights: str  # human description of the weights
+    source_hash: str  # hash of the input it was made from (weights, fp32 file, user file)
+    times: dict[str, float] = field(default_factory=dict)  # seconds: export_s, quantize_s ...
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = self.path.name  # relative: the cache folder may move
+        data["schema"] = SCHEMA
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], folder: Path) -> Artifact:
+        fields = {k: v for k, v in data.items() if k != "schema"}
+        fields["path"] = folder / data["path"]
+        return cls(**fields)
+
+
+# A build function fills ``folder`` (a temp dir) and returns the artifact describing it.
+BuildFn = Callable[[Path], Artifact]
+
+
+def artifact_dir(model: str, key: str) -> Path:
+    return cache_dir("models") / model / key
+
+
+def load_cached(model: str, key: str) -> Artifact | None:
+    """The cached artifact for (model, key), or None if absent, incomplete or unreadable."""
+    folder = artifact_dir(model, key)
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+        if data.get("schema") != SCHEMA:
+            return None
+        art = Artifact.from_json(data, folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not art.path.is_file():
+        return None
+    art.meta = {**art.meta, "cached": True}
+    return art
+
+
+def cached_build(model: str, key: str, build: BuildFn) -> Artifact:
+    """Return the cached artifact for (model, key), building it first if needed."""
+    hit = load_cached(model, key)
+    if hit is not None:
+        return hit
+    final = artifact_dir(model, key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=final.parent))
+    try:
+        art = build(tmp)
+        if art.path.parent != tmp:
+            raise RuntimeError(f"build for {model} wrote {art.path} outside {tmp}")
+        art.key = key
+        art.meta = {**art.meta, "cached": False}
+        atomic_write_json(tmp / MANIFEST, art.to_json())  # last: marks the folder complete
+        if final.exists() and load_cached(model, key) is None:
+            shutil.rmtree(final, ignore_errors=True)  # interrupted or unreadable earlier build
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # another process finished first (target exists and is non-empty): use theirs
+            hit = load_cached(model, key)
+            if hit is None:
+                raise
+            return hit
+        art.path = final / art.path.name
+        return art
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

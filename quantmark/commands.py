@@ -1,0 +1,145 @@
+"""What run.py dispatches to: list SUTs, run one test, the default job, the report."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from quantmark.config import RunConfig
+from quantmark.errors import UserError
+from quantmark.launcher import LaunchResult, launch_or_raise
+from quantmark.validate import check_output_writable, validate
+
+# Piped output (CI, files) gets a wide console instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 200)
+
+DEFAULT_SUTS = ("ort-fp32", "ort-int8")
+DEFAULT_SCENARIOS = ("Offline", "SingleStream")
+
+
+def list_suts() -> list[dict[str, Any]]:
+    """Every known SUT with whether it can run here (and why not)."""
+    from sut.registry import SUTS, availability
+
+    rows = []
+    table = Table(title="quantmark SUTs")
+    for column in ("SUT", "framework", "precision", "device", "runs here", "why not"):
+        table.add_column(column)
+    for info in SUTS.values():
+        ok, reason = availability(info)
+        rows.append({"name": info.name, "framework": info.framework,
+                     "precision": info.precision, "device": info.device, "available": ok,
+                     "reason": reason})
+        table.add_row(info.name, info.framework, info.precision, info.device,
+                      "[green]yes[/]" if ok else "[red]no[/]", escape(reason))
+    console.print(table)
+    return rows
+
+
+def run_one(config: RunConfig) -> LaunchResult:
+    """Validate, run one test in its own process, print its summary line."""
+    validate(config)
+    result = launch_or_raise(config)
+    _print_run(result)
+    return result
+
+
+def _print_run(result: LaunchResult) -> None:
+    results = result.results
+    summary = results.get("summary", {})
+    text = f"{results['config']['sut']} {summary.get('scenario')} "
+    accuracy = results.get("accuracy")
+    if accuracy:
+        text += (f"accuracy: {accuracy['top1']:.3f}% top-1 "
+                 f"({accuracy['good']}/{accuracy['total']})")
+    else:
+        text += f"performance: {summary.get('validity')}"
+        value, unit = summary.get("metric_value"), summary.get("metric_unit")
+        if value is not None:
+            text += f", {value / 1e6:.3f} ms" if unit == "ns" else f", {value:.2f} samples/s"
+    console.print(f"{escape(text)}  ->  {result.run_dir}")
+
+
+def default_job(output: str) -> list[dict[str, Any]]:
+    """Offline and SingleStream for ort-fp32 and ort-int8 on the pretrained default model."""
+    from models.zoo import DEFAULT_MODEL
+
+    check_output_writable(output)
+    base = RunConfig(scenario="Offline", sut="ort-fp32", model=DEFAULT_MODEL, output=output)
+    validate(base)
+    rows: list[dict[str, Any]] = []
+    for sut in DEFAULT_SUTS:
+        accuracy = run_one(replace(base, sut=sut, scenario="Offline", mode="accuracy",
+                                   batch_size=8))
+        top1 = accuracy.results["accuracy"]["top1"]
+        for scenario in DEFAULT_SCENARIOS:
+            batch = 8 if scenario == "Offline" else 1
+            result = run_one(replace(base, sut=sut, scenario=scenario, batch_size=batch))
+            rows.append({"sut": sut, "scenario": scenario, "top1": top1,
+                         "summary": result.results["summary"],
+                         "executed": result.results["sut"].get("executed_precision")})
+    _print_default_table(rows, base.model)
+    return rows
+
+
+def _speedup(rows: list[dict[str, Any]], row: dict[str, Any]) -> str:
+    """INT8 vs FP32 of the same framework and scenario, by the official metric."""
+    if row["sut"] == "ort-fp32":
+        return "1.00x"
+    reference = next((r for r in rows if r["sut"] == "ort-fp32"
+                      and r["scenario"] == row["scenario"]), None)
+    if reference is None:
+        return "-"
+    mine, theirs = row["summary"]["metric_value"], reference["summary"]["metric_value"]
+    if not mine or not theirs:
+        return "-"
+    ratio = theirs / mine if row["summary"]["metric_unit"] == "ns" else mine / theirs
+    return f"{ratio:.2f}x"
+
+
+def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
+    table = Table(title=f"quantmark default job: {model} on the built-in dataset (quick runs)")
+    for column in ("SUT", "executed", "scenario", "validity", "official metric", "p50 ms",
+                   "p90 ms", "p99 ms", "samples/s", "speedup vs fp32", "top-1 %"):
+        table.add_column(column)
+    for row in rows:
+        s = row["summary"]
+        p = s["percentiles_ns"]
+        metric = (f"{s['metric_value'] / 1e6:.3f} ms" if s["metric_unit"] == "ns"
+                  else f"{s['metric_value']:.2f} samples/s")
+        table.add_row(row["sut"], row["executed"] or "-", row["scenario"], s["validity"], metric,
+                      f"{p['50.00'] / 1e6:.2f}", f"{p['90.00'] / 1e6:.2f}",
+                      f"{p['99.00'] / 1e6:.2f}", f"{s['samples_per_second']:.1f}",
+                      _speedup(rows, row), f"{row['top1']:.2f}")
+    console.print(table)
+    console.print("Quick runs: short and not valid for submission; use --official for that.")
+
+
+def report(folder: str) -> None:
+    """Print and write (CSV, Markdown) the percentile table of every run under ``folder``."""
+    from report.table import row_values, write_report
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise UserError(f"report folder {folder} does not exist; pass a results folder")
+    rows, csv_path, md_path = write_report(root)
+    if not rows:
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")
+    table = Table(title=f"runs under {folder}")
+    shown = ("sut", "model", "scenario", "mode", "run", "validity", "metric", "samples/s",
+             "p50", "p90", "p95", "p97", "p99", "p99.9", "top-1")
+    for column in shown:
+        table.add_column(column)
+    for row in rows:
+        values = row_values(row, root)
+        table.add_row(row.sut, row.model, row.scenario, row.mode, row.run_kind,
+                      row.summary.validity, row.metric_text(), values[10], *values[14:20],
+                      values[20] or "-")
+    console.print(table)
+    console.print(f"latencies in ms (LoadGen's nearest-rank); written {csv_path} and {md_path}")

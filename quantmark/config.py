@@ -1,0 +1,41 @@
+"""The plain run description run.py builds from flags and hands to the launcher."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+
+@dataclass
+class RunConfig:
+    """One LoadGen test: which SUT, model, scenario, mode and where to write."""
+
+    scenario: str
+    sut: str
+    model: str
+    mode: str = "performance"  # "performance" | "accuracy"
+    quick: bool = True
+    model_path: str | None = None
+    dataset_path: str | None = None
+    calibration_list: str | None = None
+    user_conf: str | None = None
+    output: str = "results"
+    batch_size: int = 1
+    threads: int = 0
+    workers: int = 1
+    quick_duration_ms: int = 5_000
+    system_id: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data = json.loads(text)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        return cls.from_json(Path(path).read_text())

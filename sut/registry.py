@@ -1,0 +1,133 @@
+"""Every SUT name quantmark knows, and whether this machine can run it.
+
+The registry is plain data: looking a name up never imports a framework. ``availability``
+checks installed packages with ``importlib.util.find_spec`` and the GPU with the driver's device
+files, so ``--list-suts`` is fast and works with no framework installed at all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+
+from quantmark.errors import UserError
+
+
+@dataclass(frozen=True)
+class SutInfo:
+    """One framework x precision x device combination."""
+
+    name: str
+    framework: str
+    precision: str
+    device: str  # "cpu" or "gpu"
+    extra: str  # the setup.py extra that installs the framework
+    requires: tuple[str, ...]  # importable module names the SUT needs
+    factory: str | None  # "module:callable" building the SUT; None = not built yet
+    note: str = ""
+
+    @property
+    def implemented(self) -> bool:
+        return self.factory is not None
+
+
+def _cpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
+         factory: str | None = None, note: str = "") -> SutInfo:
+    return SutInfo(name, framework, precision, "cpu", extra, requires, factory, note)
+
+
+def _gpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
+         note: str = "") -> SutInfo:
+    return SutInfo(name, framework, precision, "gpu", extra, requires, None, note)
+
+
+_ORT = ("onnxruntime", "onnx")
+_OV = ("openvino", "nncf")
+_TFLITE = ("ai_edge_litert",)
+_TF = ("tensorflow",)
+_TORCH = ("torch",)
+_TRT = ("tensorrt",)
+
+SUTS: dict[str, SutInfo] = {
+    info.name: info
+    for info in (
+        _cpu("ort-fp32", "onnxruntime", "fp32", "ort", _ORT, "sut.onnxruntime:create"),
+        _cpu("ort-int8", "onnxruntime", "int8 static (QDQ, per-channel)", "ort", _ORT,
+             "sut.onnxruntime:create"),
+        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT),
+        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT),
+        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV),
+        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV),
+        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV),
+        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV),
+        _cpu("tflite-fp32", "tflite", "fp32", "tflite", _TFLITE),
+        _cpu("tflite-fp16", "tflite", "fp16 weights", "tflite", _TFLITE),
+        _cpu("tflite-int8dyn", "tflite", "int8 dynamic range", "tflite", _TFLITE),
+        _cpu("tflite-int8", "tflite", "int8 full integer", "tflite", _TFLITE),
+        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH),
+        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH),
+        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH),
+        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH),
+        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH),
+        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF),
+        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF),
+        _cpu("tf-amp", "tensorflow", "mixed (bf16 CPU / fp16 GPU)", "tf", _TF),
+        _gpu("trt-fp32", "tensorrt", "fp32", "trt", _TRT),
+        _gpu("trt-fp16", "tensorrt", "fp16", "trt", _TRT),
+        _gpu("trt-int8", "tensorrt", "int8 (entropy calibration)", "trt", _TRT),
+        SutInfo("tftrt-fp16", "tensorflow-tensorrt", "fp16", "gpu", "tf", _TF, None,
+                note="TF-TRT was removed after TensorFlow 2.17; TensorFlow >= 2.18 has no "
+                     "TensorRT"),
+    )
+}
+
+
+def get_sut(name: str) -> SutInfo:
+    """Look a SUT up by name; unknown names get the list of valid ones."""
+    try:
+        return SUTS[name]
+    except KeyError:
+        raise UserError(f"unknown SUT '{name}'; valid SUTs: {', '.join(SUTS)}") from None
+
+
+def gpu_present() -> bool:
+    """An NVIDIA GPU is visible (driver device node); cheap and import-free."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def _missing_modules(modules: tuple[str, ...]) -> list[str]:
+    return [module for module in modules if importlib.util.find_spec(module) is None]
+
+
+def availability(info: SutInfo) -> tuple[bool, str]:
+    """(can run here, why not): every blocker, each naming its fix where there is one."""
+    if info.framework == "tensorflow-tensorrt":
+        return False, info.note
+    blockers: list[str] = []
+    if not info.implemented:
+        blockers.append("not built yet in this quantmark version")
+    if info.device == "gpu" and not gpu_present():
+        blockers.append("needs an NVIDIA GPU (none found)")
+    missing = _missing_modules(info.requires)
+    if missing:
+        blockers.append(f"{', '.join(missing)} not installed: "
+                        f"pip install 'quantmark[{info.extra}]'")
+    return (not blockers), "; ".join(blockers)
+
+
+def require_available(name: str) -> SutInfo:
+    """The SutInfo for ``name`` if it can run here, else a one-line UserError saying why."""
+    info = get_sut(name)
+    ok, reason = availability(info)
+    if not ok:
+        raise UserError(f"SUT '{name}' cannot run here: {reason}")
+    return info
+
+
+def load_factory(info: SutInfo):
+    """Import the SUT's module (only now does the framework get imported)."""
+    assert info.factory is not None
+    module_name, _, attribute = info.factory.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)

@@ -1,0 +1,48 @@
+"""Shared test helpers: run Python code in a fresh process (LoadGen: one test per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, timeout: float = 120, env: dict[str, str] | None = None,
+               cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new interpreter with the project importable."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(ROOT)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=cwd)
+
+
+def run_json(code: str, timeout: float = 120, **kwargs) -> dict:
+    """Run ``code``; its last stdout line must be a JSON object, which is returned."""
+    proc = run_python(code, timeout=timeout, **kwargs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,
+            cwd: str | None = None) -> subprocess.CompletedProcess:
+    """``python run.py ARGS`` as a user would type it."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, cwd=cwd)
+
+
+@pytest.fixture(scope="session")
+def quantmark_cache(tmp_path_factory) -> Path:
+    """One cache for the whole session (models, builtin dataset), never the user's."""
+    path = Path(os.environ.get("QUANTMARK_TEST_CACHE") or tmp_path_factory.mktemp("qm-cache"))
+    os.environ["QUANTMARK_CACHE"] = str(path)
+    return path

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qsl.calibration import calibration_for
+from qsl.imagenet import ImageFolderDataset
+from qsl.preprocess import PreprocessRecipe
+from quantmark.errors import UserError
+from tests.qsl.conftest import write_image
+
+
+def test_builtin_uses_its_own_split(builtin_root: Path) -> None:
+    ds = ImageFolderDataset(builtin_root, builtin=True)
+    before = len(ds)
+    cal = calibration_for(ds, count=8, seed=3)
+    assert cal.source == "builtin cal_map.txt" and cal.count == 8 == len(cal.items)
+    assert len(ds) == before and ds.held_out_count == 0  # evaluation set untouched
+    assert not set(cal.items) & {rel for rel, _ in ds.items}
+    assert cal.hash() == calibration_for(ds, count=8, seed=3).hash()
+    assert cal.hash() != calibration_for(ds, count=8, seed=4).hash()
+    arrays = cal.arrays()
+    assert arrays.shape == (8, 3, 224, 224) and arrays.dtype == np.float32
+    with pytest.raises(UserError):
+        calibration_for(ds, count=10**6)
+
+
+def test_held_out_subset_is_excluded(tiny_folder: Path) -> None:
+    ds = ImageFolderDataset(tiny_folder)
+    cal = calibration_for(ds, count=4, seed=1)
+    assert cal.source == "held out from dataset" and len(cal.items) == 4
+    assert len(ds) == 8 and ds.held_out_count == 4
+    assert not set(cal.items) & {rel for rel, _ in ds.items}
+    assert len(ds.labels) == 8 and len(ds.cache_rows) == 8
+    # Same seed again: same images, nothing more held out.
+    again = calibration_for(ds, count=4, seed=1)
+    assert again.items == cal.items and len(ds) == 8
+    recipe = PreprocessRecipe(layout="NHWC")
+    arrays = calibration_for(ImageFolderDataset(tiny_folder), 4, 1, recipe=recipe).arrays()
+    assert arrays.shape == (4, 224, 224, 3)
+
+
+def test_user_list_from_another_folder(tiny_folder: Path, tmp_path: Path) -> None:
+    train = tmp_path / "train"
+    for i in range(3):
+        write_image(train / "n01" / f"t{i}.jpg", 260, 240, seed=100 + i)
+    listing = tmp_path / "cal_list.txt"
+    listing.write_text("n01/t0.jpg\nn01/t1.jpg\n\nn01/t2.jpg\n")
+    ds = ImageFolderDataset(tiny_folder)
+    cal = calibration_for(ds, list_file=listing, list_root=train)
+    assert cal.source == f"user list {listing}" and cal.count == 3 and len(ds) == 12
+    assert cal.arrays().shape == (3, 3, 224, 224)
+
+
+def test_user_list_errors(tiny_folder: Path, tmp_path: Path) -> None:
+    ds = ImageFolderDataset(tiny_folder)
+    listing = tmp_path / "cal_list.txt"
+    write_image(tiny_folder / "train" / "x.jpg", 250, 250, seed=9)
+    listing.write_text("train/x.jpg\nval/missing.jpg\n")
+    with pytest.raises(UserError) as exc:
+        calibration_for(ds, list_file=listing)
+    msg = str(exc.value)
+    assert "\n" not in msg and f"{listing}:2" in msg and "missing.jpg" in msg
+    listing.write_text("val/img_01.jpg\n")  # an evaluation image: overlap
+    with pytest.raises(UserError) as exc:
+        calibration_for(ds, list_file=listing)
+    assert "evaluation" in str(exc.value) and f"{listing}:1" in str(exc.value)
+    with pytest.raises(UserError):
+        calibration_for(ds, list_file=tmp_path / "nope.txt")

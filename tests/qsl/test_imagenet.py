@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qsl import open_dataset
+from qsl.cache import cached_images
+from qsl.imagenet import ImageFolderDataset
+from qsl.preprocess import PreprocessRecipe
+from quantmark.errors import UserError
+
+
+def one_line_error(excinfo: pytest.ExceptionInfo[UserError]) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message and message.strip() == message
+    return message
+
+
+def test_val_map_parsing(tiny_folder: Path) -> None:
+    ds = ImageFolderDataset(tiny_folder)
+    assert len(ds) == 12 and ds.root == tiny_folder
+    assert ds.items[0] == ("val/img_00.png", 0)
+    assert ds.items[11] == ("val/img_11.jpg", 77)
+    assert ds.labels.tolist() == [i * 7 for i in range(12)]
+    assert ds.held_out_count == 0 and not ds.builtin
+
+
+def test_blank_lines_and_spaces_in_paths(tmp_path: Path) -> None:
+    from tests.qsl.conftest import write_image
+
+    write_image(tmp_path / "my dir" / "a b.jpg", 40, 30, 0)
+    (tmp_path / "val_map.txt").write_text("\nmy dir/a b.jpg 5\n\n")
+    ds = ImageFolderDataset(tmp_path)
+    assert ds.items == [("my dir/a b.jpg", 5)]
+
+
+def test_fingerprint_tracks_content(tiny_folder: Path) -> None:
+    before = ImageFolderDataset(tiny_folder).fingerprint()
+    assert ImageFolderDataset(tiny_folder).fingerprint() == before
+    (tiny_folder / "val" / "img_03.jpg").write_bytes(b"x" * 10)
+    assert ImageFolderDataset(tiny_folder).fingerprint() != before
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as exc:
+        open_dataset(str(tmp_path / "nope"))
+    msg = one_line_error(exc)
+    assert "nope does not exist" in msg and "--dataset-path" in msg
+
+
+def test_missing_val_map(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tmp_path)
+    assert "val_map.txt" in one_line_error(exc)
+
+
+@pytest.mark.parametrize(
+    "bad", ["val/img_01.jpg", "val/img_01.jpg cat", "val/img_01.jpg 1000", "val/img_01.jpg -1"]
+)
+def test_malformed_line_names_file_and_line(tiny_folder: Path, bad: str) -> None:
+    lines = (tiny_folder / "val_map.txt").read_text().splitlines()
+    lines[2] = bad
+    (tiny_folder / "val_map.txt").write_text("\n".join(lines))
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    assert f"{tiny_folder / 'val_map.txt'}:3" in one_line_error(exc)
+
+
+def test_duplicate_line(tiny_folder: Path) -> None:
+    with open(tiny_folder / "val_map.txt", "a") as handle:
+        handle.write("val/img_00.png 3\n")
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    assert "val_map.txt:13" in one_line_error(exc)
+
+
+def test_missing_image_names_file_and_line(tiny_folder: Path) -> None:
+    (tiny_folder / "val" / "img_04.png").unlink()
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    msg = one_line_error(exc)
+    assert "img_04.png" in msg and "val_map.txt:5" in msg
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_undecodable_image_raised_in_parent(tiny_folder: Path, workers: int) -> None:
+    (tiny_folder / "val" / "img_07.jpg").write_bytes(b"this is not a jpeg")
+    ds = ImageFolderDataset(tiny_folder)
+    with pytest.raises(UserError) as exc:
+        cached_images(ds, PreprocessRecipe(), workers=workers)
+    msg = one_line_error(exc)
+    assert "img_07.jpg" in msg and "val_map.txt:8" in msg and "decoded" in msg
+    # Nothing that looks like a finished cache was left behind.
+    assert not list((Path(str(ds.root)).parent / "cache").rglob("images.npy"))

@@ -1,0 +1,217 @@
+"""run.py as a user runs it: every scenario end to end, the report, and each bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli
+
+SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
+
+
+def tiny_onnx(path: Path) -> Path:
+    """A small real CNN over 224x224 images: fast enough to run all four scenarios in tests."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.normal(0, 0.2, (16, 3, 8, 8)).astype(np.float32), "w1"),
+        numpy_helper.from_array(np.zeros(16, np.float32), "b1"),
+        numpy_helper.from_array(rng.normal(0, 0.5, (1000, 16)).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.zeros(1000, np.float32), "b2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], strides=[8, 8]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["p1"]),
+        helper.make_node("Flatten", ["p1"], ["f1"]),
+        helper.make_node("Gemm", ["f1", "w2", "b2"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])],
+        initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return tiny_onnx(tmp_path_factory.mktemp("model") / "tiny.onnx")
+
+
+@pytest.fixture(scope="module")
+def short_conf(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("conf") / "user.conf"
+    path.write_text("*.*.min_duration = 1000\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(tmp_path_factory, tiny, short_conf, quantmark_cache):
+    out = tmp_path_factory.mktemp("results")
+    procs = {}
+    for scenario in SCENARIOS:
+        procs[scenario] = run_cli("--scenario", scenario, "--sut", "ort-int8", "--model",
+                                  "mobilenetv2", "--model-path", str(tiny), "--user-conf",
+                                  str(short_conf), "--output", str(out), timeout=600)
+    return out, procs
+
+
+def _run_folder(out: Path, scenario: str, mode: str = "performance") -> Path:
+    folders = list(out.glob(f"*-ort-int8/mobilenetv2/{scenario}/"
+                            f"{'performance/run_1' if mode == 'performance' else 'accuracy'}"))
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_scenario_leaves_valid_logs_in_layout(scenario_runs, scenario):
+    out, procs = scenario_runs
+    proc = procs[scenario]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = _run_folder(out, scenario)
+    for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json",
+                 "results.json", "user.conf", "NOT_VALID_FOR_SUBMISSION.txt"):
+        assert (folder / name).is_file(), name
+    assert "Result is : VALID" in (folder / "mlperf_log_summary.txt").read_text()
+    results = json.loads((folder / "results.json").read_text())
+    assert results["settings"]["mode"] == "quick"
+    assert results["sut"]["executed_precision"] == "int8"
+    assert results["sut"]["executed_integer_kernels"]
+    assert results["model"]["weights"].startswith("user")
+    for key in ("cpu_model", "logical_cpus"):
+        assert results["machine"][key]
+    assert results["software"]["onnxruntime"]
+    assert results["dataset"]["fingerprint"] and results["model"]["key"]
+
+
+def test_report_shows_loadgen_percentiles(scenario_runs):
+    out, _ = scenario_runs
+    proc = run_cli("report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = (out / "report.csv").read_text().strip().splitlines()
+    header = rows[0].split(",")
+    assert len(rows) == 1 + len(SCENARIOS)
+    for line in rows[1:]:
+        row = dict(zip(header, line.split(","), strict=True))
+        summary = (out / row["path"] / "mlperf_log_summary.txt").read_text()
+        for column, pct in (("p50_ms", "50.00"), ("p90_ms", "90.00"), ("p99_ms", "99.00")):
+            if row["scenario"] == "MultiStream":
+                pattern = rf"^{re.escape(pct)} percentile latency \(ns\)\s*:\s*(\d+)"
+            else:
+                pattern = rf"^{re.escape(pct)} percentile latency \(ns\)\s*:\s*(\d+)"
+            ns = int(re.search(pattern, summary, re.M).group(1))
+            assert row[column] == f"{ns / 1e6:.3f}"
+        assert row["validity"] == "VALID"
+    assert (out / "report.md").read_text().count("| ort-int8 |") == len(SCENARIOS)
+
+
+def test_accuracy_mode_issues_each_sample_once(tiny, short_conf, tmp_path, quantmark_cache):
+    proc = run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--model", "mobilenetv2",
+                   "--model-path", str(tiny), "--mode", "accuracy", "--output", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = next(tmp_path.glob("*-ort-fp32/mobilenetv2/Offline/accuracy"))
+    entries = json.loads((folder / "mlperf_log_accuracy.json").read_text())
+    results = json.loads((folder / "results.json").read_text())
+    total = results["dataset"]["evaluation_count"]
+    indices = [entry["qsl_idx"] for entry in entries]
+    assert sorted(indices) == list(range(total))  # every sample exactly once
+    first = (folder / "accuracy.txt").read_text().splitlines()[0]
+    assert re.fullmatch(r"accuracy=\d+\.\d{3}%, good=\d+, total=" + str(total), first)
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_unknown_names(tmp_path):
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-int4"),
+                    "unknown SUT 'ort-int4'", "ort-int8")
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-int8", "--model", "vgg99"),
+                    "vgg99", "resnet50")
+    _one_line_error(run_cli("--scenario", "Ofline", "--sut", "ort-int8"),
+                    "unknown scenario 'Ofline'", "SingleStream")
+
+
+def test_framework_not_installed_names_the_extra():
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "trt-int8"), "NVIDIA GPU",
+                    "quantmark[trt]")
+
+
+def test_dataset_problems(tmp_path):
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32",
+                            "--dataset-path", str(tmp_path / "nope")), "does not exist")
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32",
+                            "--dataset-path", str(tmp_path)), "val_map.txt")
+
+
+def test_image_that_will_not_decode(tmp_path, tiny, quantmark_cache):
+    from PIL import Image
+
+    for number in range(3):
+        Image.new("RGB", (300, 260), (number * 40, 90, 200)).save(tmp_path / f"img{number}.jpg")
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 this is not a jpeg")
+    (tmp_path / "val_map.txt").write_text(
+        "img0.jpg 1\nimg1.jpg 2\nbroken.jpg 3\nimg2.jpg 4\n")
+    line = _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--model",
+                                   "mobilenetv2", "--model-path", str(tiny), "--dataset-path",
+                                   str(tmp_path), "--output", str(tmp_path / "out")),
+                           "broken.jpg")
+    assert "3" in line  # its val_map line
+
+
+def test_user_conf_unknown_key_names_the_line(tmp_path):
+    conf = tmp_path / "user.conf"
+    conf.write_text("*.Offline.target_qps = 10\nresnet50.Offline.target_qsp = 5\n")
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--user-conf",
+                            str(conf)), f"{conf}:2", "target_qsp")
+
+
+def test_output_not_writable(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--output",
+                            str(blocker / "out")), "not writable")
+
+
+def test_missing_model_file(tmp_path):
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--model-path",
+                            str(tmp_path / "missing.onnx")), "missing.onnx", "does not exist")
+
+
+def test_bad_flag_is_one_line():
+    _one_line_error(run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--batch-size", "x"),
+                    "--batch-size")
+
+
+def test_shipped_user_confs_are_valid():
+    from models.zoo import MODEL_NAMES
+    from scenarios.userconf import parse_user_conf
+
+    confs = sorted((Path(__file__).resolve().parents[2] / "user_confs").glob("*.conf"))
+    assert len(confs) == 4
+    for conf in confs:
+        parse_user_conf(conf, tuple(MODEL_NAMES))
+
+
+def test_list_suts_shows_every_sut_and_reasons():
+    proc = run_cli("--list-suts")
+    assert proc.returncode == 0
+    assert "trt-int8" in proc.stdout and "NVIDIA GPU" in proc.stdout
+    assert re.search(r"ort-int8 .*yes", proc.stdout)

@@ -1,0 +1,109 @@
+"""The report's numbers are LoadGen's own: checked against LoadGen's summary file."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from report.accuracy import compute_accuracy
+from report.loadgen_log import LogError, read_detail, summarize_file
+from report.table import to_csv, to_markdown, write_report
+from tests.conftest import run_python
+
+DUMMY = """
+import os, time, numpy as np, mlperf_loadgen as lg
+out = {out!r}
+os.makedirs(out, exist_ok=True)
+buf = np.array([3.0], np.float32)
+def issue(ids, idx):
+    time.sleep(2e-5 * len(ids))
+    a = buf.__array_interface__["data"][0]
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(i, a, 4) for i in ids])
+sut = lg.ConstructFastSUT(issue, lambda: None)
+qsl = lg.ConstructQSL(64, 64, lambda x: None, lambda x: None)
+s = lg.TestSettings()
+s.scenario = lg.TestScenario.{scenario}
+s.mode = lg.TestMode.PerformanceOnly
+s.min_duration_ms = 500
+s.min_query_count = {min_queries}
+s.single_stream_expected_latency_ns = 100000
+s.multi_stream_expected_latency_ns = 100000
+s.offline_expected_qps = 100000
+s.server_target_qps = 1000
+s.server_target_latency_ns = 50_000_000
+log = lg.LogSettings()
+log.log_output.outdir = out
+lg.StartTestWithLogSettings(sut, qsl, s, log)
+"""
+
+
+def _summary_file_percentiles(path):
+    text = path.read_text()
+    found = {}
+    for p in ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90"):
+        match = re.search(rf"^{re.escape(p)} percentile latency \(ns\)\s*:\s*(\d+)", text, re.M)
+        if match:
+            found[p] = int(match.group(1))
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    folders = {}
+    for scenario in ("SingleStream", "MultiStream", "Offline", "Server"):
+        out = root / "sys" / "m" / scenario / "performance" / "run_1"
+        min_queries = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Offline": 1}
+        code = DUMMY.format(out=str(out), scenario=scenario, min_queries=min_queries[scenario])
+        proc = run_python(code, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        folders[scenario] = out
+    return root, folders
+
+
+@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream", "Offline", "Server"])
+def test_percentiles_equal_loadgen_summary(runs, scenario):
+    _, folders = runs
+    summary = summarize_file(folders[scenario] / "mlperf_log_detail.txt")
+    assert summary.scenario == scenario
+    assert summary.validity == "VALID"
+    expected = _summary_file_percentiles(folders[scenario] / "mlperf_log_summary.txt")
+    assert expected and summary.percentiles_ns == expected
+    assert summary.metric_value is not None and summary.metric_value > 0
+    assert summary.samples_per_second and summary.samples_per_second > 0
+
+
+def test_report_writes_csv_and_markdown(runs):
+    root, _ = runs
+    rows, csv_path, md_path = write_report(root)
+    assert len(rows) == 4
+    assert csv_path.read_text() == to_csv(rows, root)
+    assert md_path.read_text() == to_markdown(rows, root)
+    assert csv_path.read_text().count("\n") == 5
+
+
+def test_not_a_log(tmp_path):
+    bad = tmp_path / "mlperf_log_detail.txt"
+    bad.write_text("hello\n")
+    with pytest.raises(LogError):
+        read_detail(bad)
+
+
+def test_accuracy_deduplicates_and_counts(tmp_path):
+    import json
+
+    import numpy as np
+
+    def hexf(value):
+        return np.array([value], np.float32).tobytes().hex().upper()
+
+    entries = [{"seq_id": 0, "qsl_idx": 0, "data": hexf(5)},
+               {"seq_id": 1, "qsl_idx": 1, "data": hexf(2)},
+               {"seq_id": 2, "qsl_idx": 0, "data": hexf(9)},  # duplicate: first one counts
+               {"seq_id": 3, "qsl_idx": 3, "data": hexf(7)}]
+    log = tmp_path / "mlperf_log_accuracy.json"
+    log.write_text(json.dumps(entries))
+    result = compute_accuracy(log, [5, 1, 0, 7])
+    assert (result.good, result.total, result.duplicates) == (2, 3, 1)
+    assert result.line() == "accuracy=66.667%, good=2, total=3"
