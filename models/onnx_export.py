@@ -13,13 +13,15 @@ import logging
 import sys
 import time
 import warnings
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnxruntime
-import torch
 
+if TYPE_CHECKING:
+    import torch
 from models.artifacts import Artifact, cached_build
 from models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 from quantmark.errors import UserError
@@ -33,6 +35,14 @@ EXPORT_RECIPE = {"exporter": "dynamo", "opset": OPSET, "dynamic_batch": True,
 MAX_BATCH = 4096
 
 
+def _torch_version() -> str:
+    """torch's version without importing it: a cached export must not pay torch's import."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def _progress(msg: str) -> None:
     print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
 
@@ -42,7 +52,7 @@ def export_key(spec: ModelSpec, weights_path: str | Path | None = None) -> str:
     return hash_json({
         "what": "onnx-export", "model": spec.name, "num_classes": spec.num_classes,
         "input_size": spec.input_size, "weights": weights_identity(spec, weights_path),
-        "torch": torch.__version__, "onnx": onnx.__version__, "recipe": EXPORT_RECIPE,
+        "torch": _torch_version(), "onnx": onnx.__version__, "recipe": EXPORT_RECIPE,
     })
 
 
@@ -68,7 +78,7 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
             meta={"model": spec.name, "input_name": INPUT_NAME, "output_name": OUTPUT_NAME,
                   "layout": "NCHW", "label_offset": spec.label_offset,
                   "num_classes": spec.num_classes, "opset": OPSET, "recipe": EXPORT_RECIPE,
-                  "torch": torch.__version__, "onnx": onnx.__version__,
+                  "torch": _torch_version(), "onnx": onnx.__version__,
                   "sha256": hash_file(out)},
         )
 
@@ -76,6 +86,8 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
 
 
 def _dynamo_export(model: torch.nn.Module, spec: ModelSpec, out: Path) -> None:
+    import torch
+
     size = spec.input_size
     example = torch.zeros(2, 3, size, size)  # batch 2: a batch of 1 may be specialised away
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)

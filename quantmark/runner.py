@@ -148,7 +148,8 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         os._exit(3)
 
     sut = LoadGenSUT(backend.predict, qsl, batch_size=config.batch_size,
-                     workers=config.workers, label_offset=backend.label_offset, on_fatal=fatal)
+                     workers=config.workers, label_offset=backend.label_offset,
+                     inline_single=config.scenario == "SingleStream", on_fatal=fatal)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)
     log_settings.log_output.copy_summary_to_stdout = False

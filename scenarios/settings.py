@@ -33,8 +33,10 @@ QUICK_MIN_QUERIES = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Off
 # memory, since SingleStream/MultiStream stop at the minimum duration. So lean the safe way.
 LATENCY_MARGIN = 0.5  # expected latency = half the measured median
 OFFLINE_QPS_MARGIN = 1.6  # Offline expected QPS = 1.6x the measured throughput
-SERVER_LOAD_FRACTION = 0.4  # quick/official default Server load: 40% of measured capacity
-SERVER_LATENCY_MULTIPLE = 10.0  # quick Server latency bound: 10x a batch's service time ...
+# Server load when the user.conf sets none: 30% of measured capacity. Poisson bursts plus the
+# scheduling noise of a small shared machine put p99 far above the service time at higher loads.
+SERVER_LOAD_FRACTION = 0.3
+SERVER_LATENCY_MULTIPLE = 15.0  # quick Server latency bound: 15x a batch's service time ...
 QUICK_SERVER_MIN_BOUND_MS = 50.0  # ... and never under 50 ms (OS jitter on small machines)
 
 

@@ -2,8 +2,9 @@
 
 ``LoadGenSUT`` turns LoadGen's issue callbacks into ``Backend.predict`` calls:
 
-* SingleStream queries (one sample) are predicted inline on LoadGen's issue thread: no
-  hand-off, so the harness adds only microseconds to the measured latency.
+* SingleStream queries (one sample, ``inline_single=True``) are predicted inline on LoadGen's
+  issue thread: no hand-off, so the harness adds only microseconds to the measured latency.
+  Never for Server: a busy issue thread would delay LoadGen's own arrival schedule.
 * Every other query is split into chunks of ``batch_size`` and queued; worker threads take a
   chunk, top it up from the queue to ``batch_size`` (dynamic batching for Server), gather the
   samples from the QSL, predict, and complete the ids.
@@ -32,9 +33,12 @@ FAILED_CLASS = -1.0
 
 
 class SampleSource(Protocol):
-    """What the SUT needs from a QSL: gather loaded samples into a batch."""
+    """What the SUT needs from a QSL: gather loaded samples into a batch (into ``out``)."""
 
-    def batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
+    def batch(self, indices: Sequence[int] | np.ndarray,
+              out: np.ndarray | None = None) -> np.ndarray: ...
+
+    def sample(self, index: int) -> np.ndarray: ...
 
 
 class LoadGenSUT:
@@ -48,7 +52,7 @@ class LoadGenSUT:
         batch_size: int = 1,
         workers: int = 1,
         label_offset: int = 0,
-        inline_single: bool = True,
+        inline_single: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
         fatal_grace_s: float = 3.0,
     ) -> None:
@@ -71,6 +75,11 @@ class LoadGenSUT:
         self.error_traceback: str | None = None
         self._lg: Any = None
         self._handle: Any = None
+        self._local = threading.local()  # per-thread gather buffers, reused batch after batch
+        # The inline path's response buffer: SingleStream has one query in flight at a time and
+        # LoadGen copies the bytes inside QuerySamplesComplete, so one float32 is reused.
+        self._single = np.zeros(1, dtype=np.float32)
+        self._single_address = self._single.__array_interface__["data"][0]
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> Any:
@@ -102,7 +111,7 @@ class LoadGenSUT:
         with self._lock:
             self.issued += count
         if count == 1 and self.inline_single and self.workers == 1:
-            self._run_chunk(ids, indices)
+            self._run_inline(ids[0], indices[0])
             return
         step = self.batch_size
         for start in range(0, count, step):
@@ -112,34 +121,64 @@ class LoadGenSUT:
         """Nothing is ever held back waiting for more samples, so there is nothing to flush."""
 
     # ----------------------------------------------------------------- workers
+    def _take(self, block: bool) -> tuple[list[int], list[int]] | None:
+        """Next chunk, topped up from the queue to ``batch_size`` (dynamic batching).
+
+        None when the queue is empty (``block=False``) or this worker's stop marker arrived;
+        after a stop marker every later call returns None.
+        """
+        if getattr(self._local, "stopped", False):
+            return None
+        try:
+            item = self._queue.get(block=block)
+        except queue.Empty:
+            return None
+        if item is _STOP:
+            self._local.stopped = True
+            return None
+        ids, indices = list(item[0]), list(item[1])
+        while len(ids) < self.batch_size:
+            try:
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if more is _STOP:
+                self._local.stopped = True
+                break
+            room = self.batch_size - len(ids)
+            ids.extend(more[0][:room])
+            indices.extend(more[1][:room])
+            if len(more[0]) > room:  # put the rest back for the next round
+                self._queue.put((more[0][room:], more[1][room:]))
+        return ids, indices
+
     def _worker(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            ids, indices = list(item[0]), list(item[1])
-            stop_after = False
-            while len(ids) < self.batch_size:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is _STOP:
-                    stop_after = True
-                    break
-                room = self.batch_size - len(ids)
-                ids.extend(more[0][:room])
-                indices.extend(more[1][:room])
-                if len(more[0]) > room:  # put the rest back for the next round
-                    self._queue.put((more[0][room:], more[1][room:]))
-            self._run_chunk(ids, indices)
-            if stop_after:
-                return
+        while (chunk := self._take(block=True)) is not None:
+            self._run_chunk(*chunk)
+
+    def _run_inline(self, sample_id: int, index: int) -> None:
+        """One sample on LoadGen's thread with as few Python/numpy calls as possible: caches are
+        cold after inference, and each call then costs ~10 us of measured latency."""
+        value = FAILED_CLASS
+        if self.error is None:
+            try:
+                scores = self._predict(self._samples.sample(index))
+                if len(scores) != 1:
+                    raise ValueError(f"predict returned {len(scores)} results for 1 sample")
+                value = (scores[0] if scores.ndim == 1 else scores.argmax()) - self.label_offset
+            except BaseException as exc:  # noqa: BLE001 - the id must still be completed
+                self._record_failure(exc)
+                value = FAILED_CLASS
+        self._single[0] = value
+        lg = self._lg
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, self._single_address, 4)])
+        with self._lock:
+            self.completed += 1
 
     def _run_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         if self.error is None:
             try:
-                classes = self._classify(indices)
+                classes = self._classify(self._gather(indices), len(indices))
             except BaseException as exc:  # noqa: BLE001 - any failure must still complete ids
                 self._record_failure(exc)
                 classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
@@ -147,16 +186,30 @@ class LoadGenSUT:
             classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
         self._complete(ids, classes)
 
-    def _classify(self, indices: Sequence[int]) -> np.ndarray:
-        outputs = np.asarray(self._predict(self._samples.batch(indices)))
+    def _gather(self, indices: Sequence[int]) -> np.ndarray:
+        """The batch's samples. Multi-sample batches reuse this thread's buffer of that size:
+        a fresh multi-MB array per batch pays page faults on every call. (Gathering the next
+        batch on a helper thread during predict was tried: on 2 cores the copy slowed predict
+        more than it saved.)"""
+        if len(indices) == 1:
+            return self._samples.sample(indices[0])  # a view of the QSL's buffer: no copy
+        buffers = self._local.__dict__.setdefault("buffers", {})
+        buffer = buffers.get(len(indices))
+        if buffer is None:
+            buffer = buffers[len(indices)] = self._samples.batch(indices)
+            return buffer
+        return self._samples.batch(indices, out=buffer)
+
+    def _classify(self, batch: np.ndarray, count: int) -> np.ndarray:
+        outputs = np.asarray(self._predict(batch))
         if outputs.ndim == 2:
             classes = outputs.argmax(axis=1)
         elif outputs.ndim == 1:
             classes = outputs
         else:
             raise ValueError(f"predict returned shape {outputs.shape}; expected (N, C) or (N,)")
-        if len(classes) != len(indices):
-            raise ValueError(f"predict returned {len(classes)} results for {len(indices)} samples")
+        if len(classes) != count:
+            raise ValueError(f"predict returned {len(classes)} results for {count} samples")
         return (classes - self.label_offset).astype(np.float32)
 
     def _complete(self, ids: Sequence[int], classes: np.ndarray) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.conftest import run_json
@@ -33,6 +34,7 @@ def predict(batch):
 out = tempfile.mkdtemp()
 fatal = []
 sut = LoadGenSUT(predict, qsl, batch_size={batch}, workers={workers},
+                 inline_single="{scenario}" == "SingleStream",
                  on_fatal=lambda e: (fatal.append(e), print(json.dumps({{"fatal": repr(e)}}),
                                      flush=True), os._exit(0)), fatal_grace_s=1.0)
 settings = lg.TestSettings()
@@ -57,6 +59,7 @@ print(json.dumps({{"issued": sut.issued, "completed": sut.completed, "seen": see
                   "batch_sizes": batch_sizes, "error": repr(sut.error),
                   "logged": [e["qsl_idx"] for e in entries],
                   "data": [e["data"] for e in entries[:5]],
+                  "pairs": [[e["qsl_idx"], e["data"]] for e in entries],
                   "loaded_after": qsl.loaded_count}}))
 """
 
@@ -78,11 +81,13 @@ def test_accuracy_mode_predicts_each_sample_exactly_once(scenario):
     assert sorted(result["seen"]) == list(range(40))  # each QSL index predicted once
     assert sorted(result["logged"]) == list(range(40))  # and logged once
     assert result["error"] == "None"
+    # each id got the answer computed from ITS sample (double-buffered gathers never mix up)
+    for index, hex_data in result["pairs"]:
+        value = np.frombuffer(bytes.fromhex(hex_data), dtype=np.float32)[0]
+        assert value == index % 10
 
 
 def test_responses_are_float32_class_ids():
-    import numpy as np
-
     result = _run(count=12, perf=12, batch=5)
     for hex_data in result["data"]:
         value = np.frombuffer(bytes.fromhex(hex_data), dtype=np.float32)
