@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ def builtin_dataset_root() -> Path:
     if (root / "val_map.txt").is_file():
         return root
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    print(f"[quantmark.qsl] generating the built-in dataset ({EVAL_COUNT} + {CAL_COUNT} crops of "
+          f"{len(photos)} photos, one-off) into {root} ...", file=sys.stderr, flush=True)
     try:
         generate(tmp, photos)
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Sequence
 from multiprocessing import Pool
@@ -23,7 +24,7 @@ from tqdm import tqdm
 
 from quantmark.errors import UserError
 from quantmark.hashing import atomic_write_json, hash_json
-from quantmark.paths import cache_dir
+from quantmark.paths import cache_dir, pid_alive
 
 from .imagenet import ImageFolderDataset
 from .preprocess import PreprocessRecipe, decode_and_crop
@@ -107,6 +108,8 @@ def _build(
     ]
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     try:
+        print(f"[quantmark.qsl] preprocessing {n} images (resize, crop) with {workers} "
+              f"processes into the cache, once ...", file=sys.stderr, flush=True)
         with tqdm(total=n, desc="preprocessing", unit="img", disable=None) as bar:
             if workers == 1:
                 results = map(_fill_rows, tasks)
@@ -174,16 +177,7 @@ def _remove_stale_temps(folder: Path) -> None:
             pid = int(tmp.name.split(".")[-2])
         except ValueError:
             continue
-        if pid != os.getpid() and _pid_alive(pid):
+        if pid != os.getpid() and pid_alive(pid):
             continue
         tmp.unlink(missing_ok=True)
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -17,3 +17,14 @@ def cache_dir(kind: str) -> Path:
     path = cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def pid_alive(pid: int) -> bool:
+    """Is process ``pid`` still running? Tells an abandoned temp file from one in progress."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -23,6 +23,7 @@ from quantmark.config import RunConfig
 from quantmark.errors import SutError, UserError
 from quantmark.hashing import atomic_write_json, atomic_write_text
 from quantmark.layout import run_dir, system_id
+from quantmark.paths import pid_alive
 
 WARMUP_SECONDS = 1.0  # per measured batch shape
 CALIBRATION_COUNT = {"builtin": 256, "imagenet": 500}
@@ -139,7 +140,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     system = config.system_id or system_id(config.sut)
     final = run_dir(config.output, system, config.model, config.scenario, config.mode)
     work = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
+    _remove_abandoned(final)
     work.mkdir(parents=True)  # LoadGen silently runs nothing if the folder is missing
 
     def fatal(exc: BaseException) -> None:
@@ -163,15 +164,18 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         sut.stop()
         qsl.destroy()
     wall_s = time.time() - started
-    if sut.error is not None:
-        raise SutError(f"predict raised {sut.error!r}; all {sut.completed} issued samples were "
-                       f"completed with class -1 so LoadGen could finish")
-    if not sut.all_completed:
-        raise SutError(f"{sut.issued} samples issued but {sut.completed} completed")
+    if sut.error is not None or not sut.all_completed:
+        failed = _keep_failed(work, final)
+        if sut.error is not None:
+            raise SutError(f"predict raised {sut.error!r}; all {sut.completed} issued samples "
+                           f"were completed with class -1 so LoadGen could finish; logs in "
+                           f"{failed}")
+        raise SutError(f"{sut.issued} samples issued but {sut.completed} completed; logs in "
+                       f"{failed}")
 
     summary = summarize_file(work / "mlperf_log_detail.txt")
     results: dict[str, Any] = {
-        "config": {k: v for k, v in vars(config).items()},
+        "config": dict(vars(config)),
         "system_id": system,
         "sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
                 "device": info.device, **backend.describe()},
@@ -181,7 +185,6 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
                     "held_out_for_calibration": dataset.held_out_count},
         "calibration": calibration.describe() if "int8" in info.name else None,
         "settings": {"mode": "quick" if config.quick else "official",
-                     "valid_for_submission": not config.quick,
                      "quantmark_set": built.applied, "notes": built.notes,
                      "measurement": vars(measurement)},
         "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s},
@@ -210,6 +213,23 @@ def _artifact_record(artifact: Any) -> dict[str, Any]:
     return {"artifact": str(artifact.path), "format": artifact.format,
             "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
             "source_hash": artifact.source_hash, "meta": artifact.meta}
+
+
+def _remove_abandoned(final: Path) -> None:
+    """Delete temp folders of runs whose process is gone (killed, Ctrl-C): never a live one."""
+    for folder in final.parent.glob(f".{final.name}.tmp-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+
+def _keep_failed(work: Path, final: Path) -> Path:
+    """A failed run's logs go to ``<final>.failed`` (the last good run stays untouched)."""
+    failed = final.with_name(final.name + ".failed")
+    shutil.rmtree(failed, ignore_errors=True)
+    work.rename(failed)
+    return failed
 
 
 def _replace_dir(work: Path, final: Path) -> None:

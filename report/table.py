@@ -74,7 +74,8 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         model=config.get("model", ""),
         scenario=summary.scenario,
         mode=config.get("mode", "accuracy" if "Accuracy" in summary.mode else "performance"),
-        run_kind=settings.get("mode", "unknown"),
+        # a SUT failure's logs are kept in run_1.failed: shown, and marked
+        run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
         summary=summary,
         accuracy=accuracy,
     )

@@ -132,8 +132,11 @@ def test_accuracy_mode_issues_each_sample_once(tiny, short_conf, tmp_path, quant
 
 def _one_line_error(proc, *needles):
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
+    # progress notes ("[quantmark.qsl] preprocessing ...") may precede; the error is one line
+    lines = [line for line in proc.stderr.strip().splitlines()
+             if not line.startswith("[quantmark.")]
     assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
     assert "Traceback" not in proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
