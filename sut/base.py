@@ -7,14 +7,15 @@
   Never for Server: a busy issue thread would delay LoadGen's own arrival schedule.
 * Every other query is split into chunks of ``batch_size`` and queued; worker threads take a
   chunk, top it up from the queue to ``batch_size`` (dynamic batching for Server), gather the
-  samples from the QSL, predict, and complete the ids.
+  samples from the QSL into a buffer they reuse, predict, and complete the ids.
 * The predicted class is returned as one float32 per sample (the MLPerf convention). The
   response buffer is a local numpy array that lives until ``QuerySamplesComplete`` returns;
   LoadGen copies the bytes during that call.
 * Every id is completed exactly once. If ``predict`` raises, that chunk and everything issued
   afterwards are completed at once with class -1 so LoadGen can finish; the error is kept and
-  reported by the runner. If LoadGen would keep issuing for a long time (SingleStream's minimum
-  duration), ``on_fatal`` is called after a short grace period so the process can end.
+  reported by the runner. LoadGen may keep issuing for a long time after that (Server keeps to
+  its arrival schedule until the minimum duration), so ``on_fatal`` is called after a short
+  grace period and may end the process.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class LoadGenSUT:
         self.error_traceback: str | None = None
         self._lg: Any = None
         self._handle: Any = None
+        self._fatal_timer: threading.Timer | None = None
         self._local = threading.local()  # per-thread gather buffers, reused batch after batch
         # The inline path's response buffer: SingleStream has one query in flight at a time and
         # LoadGen copies the bytes inside QuerySamplesComplete, so one float32 is reused.
@@ -95,7 +97,12 @@ class LoadGenSUT:
         return self._handle
 
     def stop(self) -> None:
-        """Stop workers and destroy the LoadGen SUT. Safe to call twice."""
+        """Stop workers and destroy the LoadGen SUT. Safe to call twice.
+
+        The test ended by itself, so a pending fatal timer is no longer needed.
+        """
+        if self._fatal_timer is not None:
+            self._fatal_timer.cancel()
         for _ in self._threads:
             self._queue.put(_STOP)
         for thread in self._threads:
@@ -235,9 +242,9 @@ class LoadGenSUT:
             self.error = exc
             self.error_traceback = traceback.format_exc()
         if self._on_fatal is not None:
-            timer = threading.Timer(self._fatal_grace_s, self._on_fatal, args=(exc,))
-            timer.daemon = True
-            timer.start()
+            self._fatal_timer = threading.Timer(self._fatal_grace_s, self._on_fatal, args=(exc,))
+            self._fatal_timer.daemon = True
+            self._fatal_timer.start()
 
     @property
     def all_completed(self) -> bool:
