@@ -200,9 +200,10 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     atomic_write_text(work / "user.conf",
                       built.effective_user_conf(spec.mlperf_name, config.scenario,
                                                 config.user_conf))
-    if config.quick:
+    not_valid = [note for note in built.notes if "NOT VALID FOR SUBMISSION" in note]
+    if not_valid:
         atomic_write_text(work / "NOT_VALID_FOR_SUBMISSION.txt",
-                          "quick run: shortened settings (see user.conf); use --official\n")
+                          "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
     atomic_write_json(work / "results.json", results)
     _replace_dir(work, final)
     results["run_dir"] = str(final)

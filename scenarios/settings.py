@@ -26,6 +26,7 @@ from quantmark.errors import UserError
 from scenarios.userconf import SCENARIOS, ConfLine, effective_keys, parse_user_conf
 
 QUICK_MIN_DURATION_MS = 5_000
+OFFICIAL_MIN_DURATION_MS = 600_000  # every scenario, MLPerf inference rules
 # Early stopping needs at least this many queries to estimate the target percentile.
 QUICK_MIN_QUERIES = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Offline": 1}
 # LoadGen pre-generates queries from the expected latency / QPS. Too few queries (latency
@@ -147,6 +148,11 @@ def build_settings(plan: SettingsPlan, measurement: Measurement | None) -> Built
         set_value("min_duration", "min_duration_ms", plan.quick_min_duration_ms)
         set_value("min_query_count", "min_query_count", QUICK_MIN_QUERIES[plan.scenario])
         built.notes.append("quick run: NOT VALID FOR SUBMISSION (shortened duration/queries)")
+    elif settings.min_duration_ms < OFFICIAL_MIN_DURATION_MS:
+        built.notes.append(
+            f"official run, but the user.conf sets min_duration {settings.min_duration_ms} ms "
+            f"below the rules' {OFFICIAL_MIN_DURATION_MS} ms: NOT VALID FOR SUBMISSION"
+        )
 
     if measurement is not None:
         _apply_measurement(plan, measurement, set_value, user_set, settings, built)

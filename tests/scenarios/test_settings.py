@@ -44,6 +44,15 @@ def test_official_keeps_mlperf_conf():
     assert "min_duration" not in s["applied"]
 
 
+def test_official_with_a_shortening_user_conf_is_flagged(tmp_path):
+    conf = tmp_path / "user.conf"
+    conf.write_text("*.*.min_duration = 1000\n")
+    s = _settings(quick=False, user_conf=str(conf))
+    assert s["min_duration_ms"] == 1000  # user.conf as given ...
+    assert any("NOT VALID FOR SUBMISSION" in note for note in s["notes"])  # ... and flagged
+    assert not any("NOT VALID" in note for note in _settings(quick=False)["notes"])
+
+
 def test_quick_shortens_and_marks():
     s = _settings(quick=True)
     assert s["min_duration_ms"] == 5_000
