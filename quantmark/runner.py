@@ -40,15 +40,15 @@ class CalibrationProvider:
     def __init__(self, dataset: Any, spec: Any, list_file: str | None) -> None:
         from qsl.calibration import calibration_for
 
-        if dataset.builtin or list_file:
+        if dataset.builtin:
             count = CALIBRATION_COUNT["builtin"]
-        else:
+        else:  # a hold-out size; a --calibration-list uses all its entries instead
             count = min(CALIBRATION_COUNT["imagenet"], len(dataset) // 10)
         self._dataset_size = len(dataset)
         self._set = None
-        if count > 0:
-            self._set = calibration_for(dataset, count=count, seed=0, list_file=list_file,
-                                        recipe=recipe_for(spec, "NCHW"))
+        if count > 0 or list_file:
+            self._set = calibration_for(dataset, count=max(count, 1), seed=0,
+                                        list_file=list_file, recipe=recipe_for(spec, "NCHW"))
 
     def _require(self):
         if self._set is None:
@@ -165,7 +165,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         qsl.destroy()
     wall_s = time.time() - started
     if sut.error is not None or not sut.all_completed:
-        failed = _keep_failed(work, final)
+        failed = _keep_failed(work, final, sut.error_traceback)
         if sut.error is not None:
             raise SutError(f"predict raised {sut.error!r}; all {sut.completed} issued samples "
                            f"were completed with class -1 so LoadGen could finish; logs in "
@@ -225,8 +225,11 @@ def _remove_abandoned(final: Path) -> None:
 
 
 
-def _keep_failed(work: Path, final: Path) -> Path:
-    """A failed run's logs go to ``<final>.failed`` (the last good run stays untouched)."""
+def _keep_failed(work: Path, final: Path, traceback_text: str | None) -> Path:
+    """A failed run's logs (and predict's traceback) go to ``<final>.failed``; the last good
+    run stays untouched."""
+    if traceback_text:
+        atomic_write_text(work / "predict_error.txt", traceback_text)
     failed = final.with_name(final.name + ".failed")
     shutil.rmtree(failed, ignore_errors=True)
     work.rename(failed)

@@ -218,3 +218,41 @@ def test_list_suts_shows_every_sut_and_reasons():
     assert proc.returncode == 0
     assert "trt-int8" in proc.stdout and "NVIDIA GPU" in proc.stdout
     assert re.search(r"ort-int8 .*yes", proc.stdout)
+
+
+def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tmp_path,
+                                                            quantmark_cache):
+    from quantmark.config import RunConfig
+    from tests.conftest import run_python
+
+    good = run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--model", "mobilenetv2",
+                   "--model-path", str(tiny), "--user-conf", str(short_conf), "--output",
+                   str(tmp_path))
+    assert good.returncode == 0, good.stderr[-2000:]
+    run_1 = next(tmp_path.glob("*-ort-fp32/mobilenetv2/Offline/performance/run_1"))
+    before = (run_1 / "mlperf_log_detail.txt").read_text()
+
+    config = RunConfig(scenario="Offline", sut="ort-fp32", model="mobilenetv2",
+                       model_path=str(tiny), user_conf=str(short_conf), output=str(tmp_path),
+                       batch_size=8)
+    (tmp_path / "config.json").write_text(config.to_json())
+    # predict starts failing once LoadGen runs (after the warm-up measurement)
+    proc = run_python(f"""
+        import sys
+        import sut.base
+        def broken(self, batch, count):
+            raise RuntimeError("injected predict failure")
+        sut.base.LoadGenSUT._classify = broken
+        from quantmark.runner import main
+        sys.exit(main([{str(tmp_path / 'config.json')!r}, {str(tmp_path / 'status.json')!r}]))
+    """, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "failed" and "injected predict failure" in status["message"]
+    failed = run_1.with_name("run_1.failed")
+    assert "injected predict failure" in (failed / "predict_error.txt").read_text()
+    assert (run_1 / "mlperf_log_detail.txt").read_text() == before  # the good run is untouched
+    assert not list(run_1.parent.glob(".run_1.tmp-*"))
+    report = run_cli("report", str(tmp_path))
+    assert report.returncode == 0
+    assert "FAILED" in (tmp_path / "report.csv").read_text()
