@@ -128,20 +128,12 @@ class LoadGenSUT:
         """Nothing is ever held back waiting for more samples, so there is nothing to flush."""
 
     # ----------------------------------------------------------------- workers
-    def _take(self, block: bool) -> tuple[list[int], list[int]] | None:
-        """Next chunk, topped up from the queue to ``batch_size`` (dynamic batching).
-
-        None when the queue is empty (``block=False``) or this worker's stop marker arrived;
-        after a stop marker every later call returns None.
-        """
-        if getattr(self._local, "stopped", False):
-            return None
-        try:
-            item = self._queue.get(block=block)
-        except queue.Empty:
-            return None
+    def _take(self) -> tuple[list[int], list[int]] | None:
+        """Next chunk, topped up from the queue to ``batch_size`` (dynamic batching); None once
+        this worker's stop marker arrives. A marker met while topping up goes back in the queue
+        (after the chunk is done, the next take ends this worker)."""
+        item = self._queue.get()
         if item is _STOP:
-            self._local.stopped = True
             return None
         ids, indices = list(item[0]), list(item[1])
         while len(ids) < self.batch_size:
@@ -150,7 +142,7 @@ class LoadGenSUT:
             except queue.Empty:
                 break
             if more is _STOP:
-                self._local.stopped = True
+                self._queue.put(_STOP)
                 break
             room = self.batch_size - len(ids)
             ids.extend(more[0][:room])
@@ -160,7 +152,7 @@ class LoadGenSUT:
         return ids, indices
 
     def _worker(self) -> None:
-        while (chunk := self._take(block=True)) is not None:
+        while (chunk := self._take()) is not None:
             self._run_chunk(*chunk)
 
     def _run_inline(self, sample_id: int, index: int) -> None:
