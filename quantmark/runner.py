@@ -78,10 +78,11 @@ def recipe_for(spec: Any, layout: str):
                             mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
 
 
-def measure(backend: Any, qsl: Any, batch_size: int):
-    """Warm up, then time batch 1 and batch ``batch_size`` on real samples."""
+def measure(backend: Any, qsl: Any, batch_size: int, scenario: str):
+    """Warm up, then time batch 1 and batch ``batch_size`` on real samples (and, for Server,
+    single-sample queries through the SUT's worker path)."""
     from scenarios.settings import Measurement
-    from sut.base import measure_handoff_s, time_predict
+    from sut.base import measure_query_path_s, time_predict
 
     indices = list(range(min(qsl.total_count, max(batch_size, 8))))
     qsl.load(indices)
@@ -92,10 +93,13 @@ def measure(backend: Any, qsl: Any, batch_size: int):
         latency = statistics.median(time_predict(backend.predict, one, WARMUP_SECONDS))
         batch_latency = (latency if batch_size == 1 else
                          statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
+        query_path = (statistics.median(measure_query_path_s(backend.predict, qsl, indices[0],
+                                                             WARMUP_SECONDS))
+                      if scenario == "Server" else 0.0)
     finally:
         qsl.unload(indices)
     return Measurement(latency_s=latency, batch_latency_s=batch_latency, batch_size=batch_size,
-                       handoff_s=measure_handoff_s())
+                       query_path_s=query_path)
 
 
 def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
 
     qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
                                           spec.performance_sample_count)
-    measurement = measure(backend, qsl, config.batch_size)
+    measurement = measure(backend, qsl, config.batch_size, config.scenario)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,

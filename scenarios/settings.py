@@ -48,7 +48,7 @@ class Measurement:
     latency_s: float  # median latency of one sample (batch 1)
     batch_latency_s: float  # median latency of one batch of ``batch_size``
     batch_size: int
-    handoff_s: float = 0.0  # harness cost of passing one chunk to a worker thread and back
+    query_path_s: float = 0.0  # median single-sample query through the real worker path
 
     @property
     def throughput(self) -> float:
@@ -57,8 +57,10 @@ class Measurement:
 
     @property
     def server_capacity(self) -> float:
-        """Samples per second one worker sustains when each query pays the thread hand-off."""
-        return self.batch_size / (self.batch_latency_s + self.handoff_s)
+        """Samples per second one worker sustains when each query also pays the harness's
+        per-query cost (the worker path's time beyond predict itself)."""
+        harness_s = max(0.0, self.query_path_s - self.latency_s)
+        return self.batch_size / (self.batch_latency_s + harness_s)
 
     def query_latency_s(self, samples: int) -> float:
         """Latency of a query of ``samples`` samples split into batches."""

@@ -88,13 +88,18 @@ class LoadGenSUT:
         """Start worker threads and construct the LoadGen SUT; returns its handle."""
         import mlperf_loadgen as lg
 
-        self._lg = lg
+        self._start_workers(lg)
+        self._handle = lg.ConstructFastSUT(self._issue, self._flush)
+        return self._handle
+
+    def _start_workers(self, completer: Any) -> None:
+        """Worker threads completing through ``completer`` (LoadGen, or a stand-in when the
+        query path is timed before the test)."""
+        self._lg = completer
         for number in range(self.workers):
             thread = threading.Thread(target=self._worker, name=f"sut-worker-{number}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        self._handle = lg.ConstructFastSUT(self._issue, self._flush)
-        return self._handle
 
     def stop(self) -> None:
         """Stop workers and destroy the LoadGen SUT. Safe to call twice.
@@ -245,30 +250,48 @@ class LoadGenSUT:
             return self.issued == self.completed
 
 
-def measure_handoff_s(iterations: int = 200) -> float:
-    """Median round trip of handing a chunk to a worker thread and back (queue + GIL switch).
+def measure_query_path_s(predict: Callable[[np.ndarray], np.ndarray], samples: SampleSource,
+                         index: int, seconds: float, min_runs: int = 20) -> list[float]:
+    """Durations (s) of single-sample queries through the real worker path, one at a time:
+    issue -> queue -> worker -> gather -> predict -> classify -> complete.
 
-    Every non-inline query pays this on top of ``predict``; the Server load estimate adds it so a
-    very fast model is not offered more queries than the harness can pass through.
+    What a Server query really costs. For a fast model the harness part is not negligible
+    (thread hand-offs, and small numpy calls that are slow with caches cold after inference),
+    so a Server load estimated from ``predict`` alone can overload the SUT.
     """
-    requests: queue.Queue[Any] = queue.Queue()
-    replies: queue.Queue[Any] = queue.Queue()
+    done = threading.Event()
 
-    def echo() -> None:
-        while (item := requests.get()) is not _STOP:
-            replies.put(item)
+    class _Completer:  # stands in for LoadGen: only notices the completion
+        @staticmethod
+        def QuerySampleResponse(*_args: Any) -> None:  # noqa: N802 - LoadGen's name
+            return None
 
-    thread = threading.Thread(target=echo, daemon=True)
-    thread.start()
-    durations = []
-    for number in range(iterations):
-        start = time.perf_counter()
-        requests.put(number)
-        replies.get()
-        durations.append(time.perf_counter() - start)
-    requests.put(_STOP)
-    thread.join()
-    return sorted(durations)[len(durations) // 2]
+        @staticmethod
+        def QuerySamplesComplete(_responses: Any) -> None:  # noqa: N802 - LoadGen's name
+            done.set()
+
+    sut = LoadGenSUT(predict, samples, batch_size=1)
+    sut._start_workers(_Completer)
+    durations: list[float] = []
+
+    def issue_like_loadgen() -> None:
+        """Issue from a thread of its own, as LoadGen does: its wake-ups and GIL hand-overs
+        are part of what each query costs."""
+        deadline = time.perf_counter() + seconds
+        while len(durations) < min_runs or time.perf_counter() < deadline:
+            done.clear()
+            start = time.perf_counter()
+            sut._issue([len(durations)], [index])
+            done.wait()
+            durations.append(time.perf_counter() - start)
+
+    issuer = threading.Thread(target=issue_like_loadgen, name="query-path-issuer")
+    try:
+        issuer.start()
+        issuer.join()
+    finally:
+        sut.stop()
+    return durations
 
 
 def time_predict(predict: Callable[[np.ndarray], np.ndarray], batch: np.ndarray,

@@ -90,3 +90,14 @@ def test_quick_server_raises_latency_bound_only_when_needed():
 def test_accuracy_mode():
     s = _settings(mode="accuracy")
     assert s["mode"].endswith("AccuracyOnly")
+
+
+def test_server_capacity_counts_the_harness_per_query_cost():
+    from scenarios.settings import Measurement
+
+    fast = Measurement(latency_s=0.0004, batch_latency_s=0.0004, batch_size=1,
+                       query_path_s=0.0014)
+    assert fast.server_capacity == pytest.approx(1 / 0.0014)  # not 1 / 0.0004
+    batched = Measurement(latency_s=0.004, batch_latency_s=0.016, batch_size=8,
+                          query_path_s=0.005)
+    assert batched.server_capacity == pytest.approx(8 / 0.017)

@@ -133,3 +133,21 @@ def test_failing_predict_in_server_ends_the_process():
                   min_queries=100, min_duration_ms=60_000, server_qps=100, predict_body=body,
                   timeout=30)
     assert "boom" in result["fatal"]
+
+
+def test_query_path_timing_covers_predict_and_the_harness():
+    import time
+
+    from qsl.library import QuerySampleLibrary
+    from sut.base import measure_query_path_s
+
+    qsl = QuerySampleLibrary.from_arrays(np.zeros((4, 1), np.float32), np.zeros(4), 4)
+    qsl.load(range(4))
+
+    def predict(batch):
+        time.sleep(0.002)
+        return np.zeros((len(batch), 10), np.float32)
+
+    durations = measure_query_path_s(predict, qsl, 0, seconds=0.1, min_runs=20)
+    assert len(durations) >= 20
+    assert min(durations) >= 0.002  # the whole path, predict included, not just a hand-off
