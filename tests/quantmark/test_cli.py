@@ -15,7 +15,8 @@ SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
 
 
 def tiny_onnx(path: Path) -> Path:
-    """A small real CNN over 224x224 images: fast enough to run all four scenarios in tests."""
+    """A small real CNN over 224x224 images: fast enough to run all four scenarios in tests,
+    yet ~1-2 ms a sample, so predict (not the harness) dominates a query as with real models."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -23,12 +24,20 @@ def tiny_onnx(path: Path) -> Path:
     weights = [
         numpy_helper.from_array(rng.normal(0, 0.2, (16, 3, 8, 8)).astype(np.float32), "w1"),
         numpy_helper.from_array(np.zeros(16, np.float32), "b1"),
-        numpy_helper.from_array(rng.normal(0, 0.5, (1000, 16)).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (64, 16, 3, 3)).astype(np.float32), "w3"),
+        numpy_helper.from_array(np.zeros(64, np.float32), "b3"),
+        numpy_helper.from_array(rng.normal(0, 0.05, (64, 64, 3, 3)).astype(np.float32), "w4"),
+        numpy_helper.from_array(np.zeros(64, np.float32), "b4"),
+        numpy_helper.from_array(rng.normal(0, 0.5, (1000, 64)).astype(np.float32), "w2"),
         numpy_helper.from_array(np.zeros(1000, np.float32), "b2"),
     ]
     nodes = [
-        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], strides=[8, 8]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], strides=[4, 4]),
+        helper.make_node("Relu", ["c1"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w3", "b3"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w4", "b4"], ["c3"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c3"], ["r1"]),
         helper.make_node("GlobalAveragePool", ["r1"], ["p1"]),
         helper.make_node("Flatten", ["p1"], ["f1"]),
         helper.make_node("Gemm", ["f1", "w2", "b2"], ["logits"], transB=1),
