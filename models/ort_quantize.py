@@ -140,3 +140,89 @@ def count_qdq_nodes(path: str | Path) -> dict[str, Any]:
     return {"QuantizeLinear": ops.get("QuantizeLinear", 0),
             "DequantizeLinear": ops.get("DequantizeLinear", 0),
             "total": sum(ops.values()), "ops": dict(sorted(ops.items()))}
+
+
+# --------------------------------------------------------------------------- dynamic INT8
+
+DYNAMIC_RECIPE: dict[str, Any] = {"weight_type": "QInt8", "per_channel": True,
+                                  "pre_process": True, "op_types": "default",
+                                  "exclude": "depthwise Conv (group > 1)", "version": 2}
+
+
+def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
+    """Dynamic INT8: weights quantized offline, activations quantized per call from their
+    observed range (no calibration). ORT runs convolutions as ConvInteger, which MLAS does not
+    accelerate like QLinearConv: on CNNs it is expected to be slower than FP32 (see
+    BENCHMARKS.md); the SUT reports it rather than hiding it.
+
+    Depthwise convolutions stay FP32: dynamic per-tensor activation quantization of them cost
+    EfficientNet-Lite0 12 points of top-1 on the built-in photos (55.7% vs 67.6%; 69.3% with
+    them excluded), whatever the weight type or per-channel setting."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    key = hash_json({"what": "ort-dynamic-int8", "fp32": fp32.key, "recipe": DYNAMIC_RECIPE,
+                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
+    model = fp32.meta.get("model", fp32.path.stem)
+
+    def build(folder: Path) -> Artifact:
+        print(f"[quantmark.models] dynamic INT8 quantization of {model} ...", file=sys.stderr,
+              flush=True)
+        pre = folder / "pre.onnx"
+        started = time.perf_counter()
+        # shape inference first: the dynamo export carries value_info that quantize_dynamic's
+        # own inference contradicts (classifier dims) unless pre-processed
+        quant_pre_process(str(fp32.path), str(pre))
+        out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8dyn.onnx"
+        quantize_dynamic(str(pre), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                         nodes_to_exclude=_depthwise_convs(pre))
+        seconds = time.perf_counter() - started
+        pre.unlink()
+        _progress_done(model, seconds)
+        meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
+        meta.update({"quant_recipe": DYNAMIC_RECIPE, "fp32_key": fp32.key,
+                     "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
+                     "qdq": count_qdq_nodes(out)})
+        return Artifact(path=out, format="onnx", precision="int8-dynamic", key=key,
+                        weights=fp32.weights,
+                        source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
+                        times={"quantize_s": round(seconds, 3)}, meta=meta)
+
+    return cached_build(model, key, build)
+
+
+def _depthwise_convs(path: Path) -> list[str]:
+    """Names of the grouped (depthwise) Conv nodes, which dynamic quantization leaves FP32."""
+    proto = onnx.load(str(path), load_external_data=False)
+    return [node.name for node in proto.graph.node if node.op_type == "Conv"
+            and any(a.name == "group" and a.i > 1 for a in node.attribute)]
+
+
+# --------------------------------------------------------------------------- FP16
+
+FP16_RECIPE: dict[str, Any] = {"converter": "onnxruntime.transformers.float16",
+                               "keep_io_types": True, "version": 1}
+
+
+def convert_fp16(fp32: Artifact) -> Artifact:
+    """FP16 weights and activations, float32 inputs and outputs (casts at the edges only)."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    key = hash_json({"what": "ort-fp16", "fp32": fp32.key, "recipe": FP16_RECIPE,
+                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
+    model = fp32.meta.get("model", fp32.path.stem)
+
+    def build(folder: Path) -> Artifact:
+        started = time.perf_counter()
+        proto = convert_float_to_float16(onnx.load(str(fp32.path)), keep_io_types=True)
+        out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-fp16.onnx"
+        onnx.save(proto, str(out))
+        seconds = time.perf_counter() - started
+        meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
+        meta.update({"fp16_recipe": FP16_RECIPE, "fp32_key": fp32.key,
+                     "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out)})
+        return Artifact(path=out, format="onnx", precision="fp16", key=key,
+                        weights=fp32.weights,
+                        source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
+                        times={"convert_s": round(seconds, 3)}, meta=meta)
+
+    return cached_build(model, key, build)

@@ -163,15 +163,19 @@ def calibrate_random_init(model: nn.Module, images: torch.Tensor) -> nn.Module:
     pass over ``images`` (already normalised) sets every BN's running stats to that batch's
     statistics, so each layer sees unit-scale activations; then the classifier bias is set to
     minus the mean logit, so the argmax follows the input instead of a fixed offset.
+    Networks without BN (VGG) only get the centred head: under He init their ReLU activations
+    shrink ~10x over the 16-19 layers but stay input-dependent (logits std ~0.03 on photos,
+    argmax varies), so the train-mode pass would be wasted work.
     """
     bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
-    for bn in bns:
-        bn.reset_running_stats()
-        bn.momentum = None  # cumulative average: one pass == exact batch statistics
-    model.train()
-    model(images)
-    for bn in bns:
-        bn.momentum = 0.1
+    if bns:
+        for bn in bns:
+            bn.reset_running_stats()
+            bn.momentum = None  # cumulative average: one pass == exact batch statistics
+        model.train()
+        model(images)
+        for bn in bns:
+            bn.momentum = 0.1
     model.eval()
     head = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
     head.bias -= model(images).mean(0)

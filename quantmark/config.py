@@ -23,7 +23,7 @@ class RunConfig:
     output: str = "results"
     batch_size: int = 1
     threads: int = 0
-    workers: int = 1
+    workers: int = 0  # 0: the backend's preferred_workers (OpenVINO streams), else 1
     quick_duration_ms: int = 5_000
     system_id: str = ""
 

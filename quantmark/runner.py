@@ -71,6 +71,11 @@ class CalibrationProvider:
                 "hash": self._set.hash(), "items_sample": self._set.items[:5]}
 
 
+def uses_calibration(info: Any) -> bool:
+    """Static INT8 paths calibrate on the shared set; dynamic ones and float paths do not."""
+    return "int8" in info.precision and "dynamic" not in info.precision
+
+
 def recipe_for(spec: Any, layout: str):
     from qsl.preprocess import PreprocessRecipe
 
@@ -132,13 +137,15 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     backend.load()
     times["load_s"] = time.perf_counter() - start
 
+    # OpenVINO's throughput mode runs several streams: it needs that many requests in flight
+    workers = config.workers or max(1, int(getattr(backend, "preferred_workers", 1)))
     qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
                                           spec.performance_sample_count)
     measurement = measure(backend, qsl, config.batch_size, config.scenario)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,
-                        quick_min_duration_ms=config.quick_duration_ms, workers=config.workers)
+                        quick_min_duration_ms=config.quick_duration_ms, workers=workers)
     built = build_settings(plan, measurement)
 
     system = config.system_id or system_id(config.sut)
@@ -153,7 +160,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         os._exit(3)
 
     sut = LoadGenSUT(backend.predict, qsl, batch_size=config.batch_size,
-                     workers=config.workers, label_offset=backend.label_offset,
+                     workers=workers, label_offset=backend.label_offset,
                      inline_single=config.scenario == "SingleStream", on_fatal=fatal)
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)
@@ -187,9 +194,9 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
                     "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
                     "held_out_for_calibration": dataset.held_out_count},
-        "calibration": calibration.describe() if "int8" in info.name else None,
+        "calibration": calibration.describe() if uses_calibration(info) else None,
         "settings": {"mode": "quick" if config.quick else "official",
-                     "quantmark_set": built.applied, "notes": built.notes,
+                     "quantmark_set": built.applied, "notes": built.notes, "workers": workers,
                      "measurement": vars(measurement)},
         "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s},
         "summary": summary.to_dict(),

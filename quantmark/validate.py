@@ -51,8 +51,9 @@ def validate(config: RunConfig) -> None:
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")
     if config.batch_size < 1:
         raise UserError(f"--batch-size {config.batch_size}: must be 1 or more")
-    if config.threads < 0 or config.workers < 1:
-        raise UserError("--threads must be >= 0 (0 = all cores) and --workers >= 1")
+    if config.threads < 0 or config.workers < 0:
+        raise UserError("--threads must be >= 0 (0 = all cores) and --workers >= 0 "
+                        "(0 = the SUT's preferred number)")
     if config.model_path and not os.path.isfile(config.model_path):
         raise UserError(f"model file {config.model_path} does not exist (model {config.model}, "
                         f"SUT {config.sut}); pass --model-path to an existing file")

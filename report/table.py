@@ -30,6 +30,8 @@ class Row:
     run_kind: str  # "quick" | "official" | "unknown"
     summary: RunSummary
     accuracy: float | None
+    executed_precision: str = ""  # what the SUT proved ran (see each SUT's describe())
+    calibration_hash: str = ""  # the shared calibration set of static INT8 runs
 
     def metric_text(self) -> str:
         value = self.summary.metric_value
@@ -78,12 +80,15 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
         summary=summary,
         accuracy=accuracy,
+        executed_precision=str(results.get("sut", {}).get("executed_precision", "")),
+        calibration_hash=str((results.get("calibration") or {}).get("hash", "")),
     )
 
 
-HEADER = ["system", "sut", "model", "scenario", "mode", "run", "validity", "metric",
-          "metric_value", "metric_unit", "samples_per_s", "min_ms", "mean_ms", "max_ms",
-          *[f"p{p.rstrip('0').rstrip('.')}_ms" for p in PERCENTILES], "accuracy_top1", "path"]
+HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
+          "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "min_ms",
+          "mean_ms", "max_ms", *[f"p{p.rstrip('0').rstrip('.')}_ms" for p in PERCENTILES],
+          "accuracy_top1", "calibration_hash", "path"]
 
 
 def _ms(value: float | None) -> str:
@@ -93,12 +98,13 @@ def _ms(value: float | None) -> str:
 def row_values(row: Row, root: Path) -> list[str]:
     s = row.summary
     return [
-        row.system, row.sut, row.model, row.scenario, row.mode, row.run_kind, s.validity,
+        row.system, row.sut, row.executed_precision, row.model, row.scenario, row.mode,
+        row.run_kind, s.validity,
         s.metric_name, "" if s.metric_value is None else f"{s.metric_value:.6g}", s.metric_unit,
         "" if s.samples_per_second is None else f"{s.samples_per_second:.2f}",
         _ms(s.min_latency_ns), _ms(s.mean_latency_ns), _ms(s.max_latency_ns),
         *[_ms(s.percentiles_ns.get(p)) for p in PERCENTILES],
-        "" if row.accuracy is None else f"{row.accuracy:.3f}",
+        "" if row.accuracy is None else f"{row.accuracy:.3f}", row.calibration_hash,
         str(row.path.relative_to(root)) if row.path.is_relative_to(root) else str(row.path),
     ]
 

@@ -1,16 +1,24 @@
-"""ONNX Runtime (CPU execution provider): ``ort-fp32`` and ``ort-int8``.
+"""ONNX Runtime (CPU execution provider): ``ort-fp32``, ``ort-fp16``, ``ort-int8``, ``ort-int8dyn``.
 
-``ort-int8`` runs a statically quantized QDQ model (per-channel weights, calibrated on the
-shared calibration set). Proof of what executed comes from the graph ORT actually runs: the
-session writes its optimized model, and we count the integer kernels in it (QLinearConv,
-ConvInteger, QLinearMatMul, ...). An INT8 SUT whose optimized graph has no integer kernel fails
-at load instead of silently measuring FP32.
+* ``ort-int8``: a statically quantized QDQ model (per-channel weights, calibrated on the
+  shared calibration set); ORT fuses the QDQ pairs into QLinearConv / QGemm kernels.
+* ``ort-int8dyn``: dynamic quantization (int8 weights, activations quantized per call);
+  convolutions become DynamicQuantizeLinear + ConvInteger, slower than FP32 on CNNs here.
+* ``ort-fp16``: FP16 weights and activations. The CPU provider has no FP16 convolution on
+  x86: it runs such nodes in FP32 behind inserted casts. The SUT runs it and says so.
+
+Proof of what executed comes from ORT's own profiler: one profiled run at load lists every
+kernel that ran with its input types, so the executed precision of each compute node
+(Conv, Gemm, MatMul and their fused / integer forms) is read, not assumed. An INT8 SUT with no
+integer kernel fails at load instead of silently measuring FP32.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -19,21 +27,41 @@ import numpy as np
 from quantmark.errors import SutError, UserError
 from sut.interface import Backend, SutOptions
 
-INTEGER_KERNELS = (
+INTEGER_KERNELS = frozenset({
     "QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
-    "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool",
-    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearSigmoid",
-)
+    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "NhwcQLinearConv",
+})
+FLOAT_COMPUTE = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "Gemm", "FusedGemm", "MatMul",
+                           "FusedMatMul", "NhwcConv"})
+TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "double": "fp64"}
+PRECISIONS = {"ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8": "int8",
+              "ort-int8dyn": "int8dyn"}
 
 
-def _graph_op_counts(path: str) -> dict[str, int]:
-    import onnx
+def executed_kernels(profile_path: str) -> dict[str, dict[str, int]]:
+    """``{op: {precision: count}}`` for the compute kernels of one profiled run."""
+    events = json.loads(open(profile_path).read())
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for event in events:
+        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
+            continue
+        args = event.get("args", {})
+        op = args.get("op_name", "")
+        if op in INTEGER_KERNELS:
+            counts[op]["int8"] += 1
+        elif op in FLOAT_COMPUTE:
+            types = [next(iter(t)) for t in args.get("input_type_shape", [])[:1]]
+            counts[op][TYPE_PRECISION.get(types[0], types[0]) if types else "?"] += 1
+    return {op: dict(sorted(c.items())) for op, c in sorted(counts.items())}
 
-    model = onnx.load(path, load_external_data=False)
-    counts: collections.Counter[str] = collections.Counter()
-    for node in model.graph.node:
-        counts[node.op_type] += 1
-    return dict(sorted(counts.items()))
+
+def precision_summary(kernels: dict[str, dict[str, int]]) -> tuple[str, dict[str, int]]:
+    """The executed precision ("int8", "fp32", "int8+fp32" ...) and compute nodes per precision."""
+    totals: collections.Counter[str] = collections.Counter()
+    for per_precision in kernels.values():
+        totals.update(per_precision)
+    order = sorted(totals, key=lambda p: -totals[p])
+    return ("+".join(order) or "none"), dict(totals)
 
 
 class OnnxRuntimeBackend(Backend):
@@ -59,41 +87,56 @@ class OnnxRuntimeBackend(Backend):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # the optimized-model dump warns on every load
+        options.log_severity_level = 3
         if not self.spin:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads:
             options.intra_op_num_threads = self.threads
         with tempfile.TemporaryDirectory(prefix="quantmark-ort-") as tmp:
-            optimized = os.path.join(tmp, "optimized.onnx")
-            options.optimized_model_filepath = optimized
+            options.enable_profiling = True  # for the one evidence run below, then ended
+            options.profile_file_prefix = os.path.join(tmp, "profile")
             try:
                 self._session = ort.InferenceSession(
                     self.model_path, sess_options=options, providers=["CPUExecutionProvider"]
                 )
+                self._input_name = self._session.get_inputs()[0].name
+                self._session.run(None, {self._input_name: self._probe_input()})
             except Exception as exc:  # ORT raises its own exception types
-                raise SutError(f"onnxruntime could not load {self.model_path}: {exc}") from exc
-            executed_ops = _graph_op_counts(optimized) if os.path.exists(optimized) else {}
-        self._input_name = self._session.get_inputs()[0].name
-        integer = {op: n for op, n in executed_ops.items() if op in INTEGER_KERNELS}
-        source_ops = _graph_op_counts(self.model_path)
+                raise SutError(f"onnxruntime could not run {self.model_path}: {exc}") from exc
+            kernels = executed_kernels(self._session.end_profiling())
+        executed, per_precision = precision_summary(kernels)
         self._executed = {
             "providers": self._session.get_providers(),
-            "source_qdq": {
-                "QuantizeLinear": source_ops.get("QuantizeLinear", 0),
-                "DequantizeLinear": source_ops.get("DequantizeLinear", 0),
-            },
-            "executed_integer_kernels": integer,
-            "executed_op_types": executed_ops,
-            "executed_precision": "int8" if integer else "fp32",
+            "executed_precision": executed,
+            "compute_nodes_by_precision": per_precision,
+            "executed_kernels": kernels,
+            "source_qdq": _qdq_counts(self.model_path),
+            "evidence": "onnxruntime profiler: kernels of one run at load, with input types",
         }
-        if self.precision == "int8" and not integer:
-            raise SutError(
-                "ort-int8: onnxruntime's optimized graph has no integer kernels "
-                f"(ops: {sorted(executed_ops)}); refusing to measure FP32 as INT8"
-            )
-        if self.precision == "fp32" and integer:
-            raise SutError(f"ort-fp32: model runs integer kernels {integer}; pass an FP32 model")
+        self._check(per_precision)
+
+    def _probe_input(self) -> np.ndarray:
+        """A batch-1 zero input of the model's shape (symbolic dims as 1)."""
+        shape = [d if isinstance(d, int) and d > 0 else 1
+                 for d in self._session.get_inputs()[0].shape]
+        return np.zeros(shape, np.float32)
+
+    def _check(self, per_precision: dict[str, int]) -> None:
+        name = f"ort-{self.precision}"
+        if self.precision.startswith("int8") and not per_precision.get("int8"):
+            raise SutError(f"{name}: onnxruntime ran no integer kernel (compute nodes by "
+                           f"precision: {per_precision}); refusing to measure FP32 as INT8")
+        if self.precision == "fp32" and per_precision.get("int8"):
+            raise SutError(f"{name}: model runs integer kernels {per_precision}; pass an FP32 "
+                           "model")
+        if self.precision == "fp16" and not per_precision.get("fp16"):
+            note = ("this CPU execution provider has no FP16 convolution/GEMM kernels: "
+                    "onnxruntime ran every compute node in FP32 behind casts, so ort-fp16 "
+                    "measures FP32 compute with FP16 storage")
+            self._executed["precision_note"] = note
+            executed = self._executed["executed_precision"]
+            print(f"[quantmark] warning: ort-fp16 executed as {executed}: {note}",
+                  file=sys.stderr, flush=True)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
         return self._session.run(None, {self._input_name: batch})[0]
@@ -115,29 +158,44 @@ class OnnxRuntimeBackend(Backend):
         self._session = None
 
 
+def _qdq_counts(path: str) -> dict[str, int]:
+    import onnx
+
+    ops = collections.Counter(node.op_type
+                              for node in onnx.load(path, load_external_data=False).graph.node)
+    return {"QuantizeLinear": ops.get("QuantizeLinear", 0),
+            "DequantizeLinear": ops.get("DequantizeLinear", 0),
+            "DynamicQuantizeLinear": ops.get("DynamicQuantizeLinear", 0)}
+
+
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxRuntimeBackend:
-    """Prepare (export, and for INT8 quantize) the ONNX artifact, then build the backend.
+    """Prepare the ONNX artifact for ``name`` (export, quantize or convert), build the backend.
 
-    ``calibration`` is only touched for INT8: a provider with ``arrays(layout)`` and ``hash()``.
+    ``calibration`` is only touched by ``ort-int8``: a provider with ``arrays(layout)`` and
+    ``hash()``.
     """
-    from models.onnx_export import export_onnx, load_user_onnx
+    from models import ort_quantize
+    from models.source import fp32_onnx, is_torch_weights
 
-    precision = {"ort-fp32": "fp32", "ort-int8": "int8"}[name]
-    if options.model_path:
-        if not options.model_path.endswith(".onnx"):
-            raise UserError(
-                f"--model-path {options.model_path}: the ONNX Runtime SUTs take an .onnx file "
-                f"(model {options.model})"
-            )
-        fp32 = load_user_onnx(options.model_path, spec)
-    else:
-        fp32 = export_onnx(spec)
+    precision = PRECISIONS[name]
+    path = options.model_path
+    if path and not (path.endswith(".onnx") or is_torch_weights(path)):
+        raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
+                        f"torch state_dict (.pt/.pth) of model {options.model}")
+    fp32 = fp32_onnx(spec, path)
     artifact = fp32
-    if precision == "int8":
-        from models.ort_quantize import quantize_static_int8
-
+    if fp32.precision == "int8":  # the user's own quantized model runs as it is
+        if precision != "int8":
+            raise UserError(f"--model-path {path} is already quantized: run it with ort-int8, "
+                            f"or give {name} an FP32 model")
+    elif precision == "int8":
         layout = (fp32.meta or {}).get("layout", "NCHW")
-        artifact = quantize_static_int8(fp32, calibration.arrays(layout), calibration.hash())
+        artifact = ort_quantize.quantize_static_int8(fp32, calibration.arrays(layout),
+                                                     calibration.hash())
+    elif precision == "int8dyn":
+        artifact = ort_quantize.quantize_dynamic_int8(fp32)
+    elif precision == "fp16":
+        artifact = ort_quantize.convert_fp16(fp32)
     # Server queries arrive on LoadGen's schedule and pass through a worker thread: ORT's
     # spinning intra-op threads would starve those threads of the CPU between predictions.
     spin = options.scenario != "Server"

@@ -46,7 +46,7 @@ def _gpu(name: str, framework: str, precision: str, extra: str, requires: tuple[
 _ORT = ("onnxruntime", "onnx")
 _OV = ("openvino", "nncf")
 _TFLITE = ("ai_edge_litert",)
-_TF = ("tensorflow",)
+_TF = ("tensorflow", "onnx2tf")
 _TORCH = ("torch",)
 _TRT = ("tensorrt",)
 
@@ -56,24 +56,26 @@ SUTS: dict[str, SutInfo] = {
         _cpu("ort-fp32", "onnxruntime", "fp32", "ort", _ORT, "sut.onnxruntime:create"),
         _cpu("ort-int8", "onnxruntime", "int8 static (QDQ, per-channel)", "ort", _ORT,
              "sut.onnxruntime:create"),
-        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT),
-        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT),
-        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV),
-        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV),
-        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV),
-        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV),
-        _cpu("tflite-fp32", "tflite", "fp32", "tflite", _TFLITE),
-        _cpu("tflite-fp16", "tflite", "fp16 weights", "tflite", _TFLITE),
-        _cpu("tflite-int8dyn", "tflite", "int8 dynamic range", "tflite", _TFLITE),
-        _cpu("tflite-int8", "tflite", "int8 full integer", "tflite", _TFLITE),
-        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH),
-        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH),
-        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH),
-        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH),
-        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH),
-        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF),
-        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF),
-        _cpu("tf-amp", "tensorflow", "mixed (bf16 CPU / fp16 GPU)", "tf", _TF),
+        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT, "sut.onnxruntime:create"),
+        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT, "sut.onnxruntime:create"),
+        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV, "sut.openvino:create"),
+        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV, "sut.openvino:create"),
+        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV, "sut.openvino:create"),
+        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV, "sut.openvino:create"),
+        _cpu("tflite-fp32", "tflite", "fp32", "tflite", _TFLITE, "sut.tflite:create"),
+        _cpu("tflite-fp16", "tflite", "fp16 weights", "tflite", _TFLITE, "sut.tflite:create"),
+        _cpu("tflite-int8dyn", "tflite", "int8 dynamic range", "tflite", _TFLITE,
+             "sut.tflite:create"),
+        _cpu("tflite-int8", "tflite", "int8 full integer", "tflite", _TFLITE, "sut.tflite:create"),
+        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH, "sut.pytorch:create"),
+        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH, "sut.pytorch:create"),
+        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH, "sut.pytorch:create"),
+        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH, "sut.pytorch:create"),
+        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH, "sut.pytorch:create"),
+        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF, "sut.tensorflow:create"),
+        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF, "sut.tensorflow:create"),
+        _cpu("tf-amp", "tensorflow", "mixed (bf16 CPU / fp16 GPU)", "tf", _TF,
+             "sut.tensorflow:create"),
         _gpu("trt-fp32", "tensorrt", "fp32", "trt", _TRT),
         _gpu("trt-fp16", "tensorrt", "fp16", "trt", _TRT),
         _gpu("trt-int8", "tensorrt", "int8 (entropy calibration)", "trt", _TRT),
@@ -82,6 +84,12 @@ SUTS: dict[str, SutInfo] = {
                      "TensorRT"),
     )
 }
+
+
+# Each framework's FP32 SUT: the baseline its other precisions are compared with.
+FP32_BASELINE: dict[str, str] = {"onnxruntime": "ort-fp32", "openvino": "ov-fp32",
+                                 "tflite": "tflite-fp32", "torch": "torch-fp32",
+                                 "tensorflow": "tf-fp32", "tensorrt": "trt-fp32"}
 
 
 def get_sut(name: str) -> SutInfo:

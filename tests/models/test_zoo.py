@@ -17,7 +17,9 @@ from tests.models.helpers import photo_crops, preprocess
 
 
 def test_zoo_names_and_specs() -> None:
-    assert set(MODEL_NAMES) == {"resnet50", "mobilenetv2", "efficientnet-lite0"}
+    assert set(MODEL_NAMES) == {"vgg16", "vgg19", "resnet50", "mobilenetv1", "mobilenetv2",
+                                "densenet121", "densenet201", "efficientnetb0",
+                                "efficientnet-lite0"}
     assert DEFAULT_MODEL in MODEL_NAMES
     assert get_model("resnet50").mlperf_name == "resnet50"
     assert get_model("mobilenetv2").mlperf_name == "mobilenetv2"
@@ -28,7 +30,7 @@ def test_zoo_names_and_specs() -> None:
 
 def test_unknown_model_lists_names() -> None:
     with pytest.raises(UserError) as err:
-        get_model("vgg16")
+        get_model("vgg99")
     msg = str(err.value)
     assert "\n" not in msg and all(name in msg for name in MODEL_NAMES)
 

@@ -1,0 +1,165 @@
+"""FP32 ONNX -> TensorFlow SavedModel (onnx2tf), cached: the source of the TF and TFLite SUTs.
+
+TensorFlow has no ONNX importer of its own; onnx2tf rewrites the ONNX graph op by op into TF
+ops and transposes the network to NHWC, TensorFlow's native layout, so the SavedModel takes
+``[N, S, S, 3]``. Its output matches ONNX Runtime to ~1e-5 on the zoo models (see the SUT
+tests). The batch stays dynamic: onnx2tf downloads a sample file when the batch is a small
+static number, which must never happen offline. A user's own SavedModel directory is accepted
+too (``load_user_saved_model``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from models.artifacts import Artifact, cached_build
+from models.source import fp32_onnx
+from quantmark.errors import UserError
+from quantmark.hashing import hash_file, hash_json
+
+SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
+                      "layout": "NHWC", "onnxsim": False, "version": 1}
+SAVED_MODEL_FILE = "saved_model.pb"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _tf_version() -> str:
+    for dist in ("tensorflow", "tensorflow-cpu"):
+        if (found := _version(dist)) != "absent":
+            return found
+    return "absent"
+
+
+def _progress(msg: str) -> None:
+    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
+
+
+def require_tensorflow(what: str) -> None:
+    """One clear line when the converters are missing (TFLite-only installs, e.g. a Pi)."""
+    missing = [m for m in ("tensorflow", "onnx2tf") if _version_of_module(m) is None]
+    if missing:
+        raise UserError(f"{what} needs {' and '.join(missing)} to convert the model: "
+                        "pip install 'quantmark[tf]', or pass a ready model with --model-path")
+
+
+def _version_of_module(module: str) -> str | None:
+    import importlib.util
+
+    return "present" if importlib.util.find_spec(module) is not None else None
+
+
+def saved_model_key(onnx_artifact: Artifact) -> str:
+    return hash_json({"what": "saved-model", "source": onnx_artifact.key,
+                      "source_sha": onnx_artifact.meta.get("sha256"),
+                      "onnx2tf": _version("onnx2tf"), "tensorflow": _tf_version(),
+                      "recipe": SAVED_MODEL_RECIPE})
+
+
+def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artifact:
+    """The model as a TF SavedModel (NHWC, dynamic batch), converted from its FP32 ONNX.
+
+    ``model_path``: None (built-in weights), a torch state_dict, an .onnx file, or a user's
+    SavedModel directory (used in place).
+    """
+    if model_path is not None and Path(model_path).is_dir():
+        return load_user_saved_model(model_path, spec)
+    require_tensorflow("a TensorFlow/TFLite SUT")
+    source = fp32_onnx(spec, model_path)
+    if source.meta.get("layout") != "NCHW":
+        raise UserError(f"model {spec.name}: onnx2tf needs an NCHW ONNX model; "
+                        f"{source.path.name} is {source.meta.get('layout')}")
+    key = saved_model_key(source)
+
+    def build(folder: Path) -> Artifact:
+        import onnx2tf
+
+        _progress(f"converting {spec.name} ONNX -> TensorFlow SavedModel (onnx2tf, one-off) ...")
+        work = folder / "onnx2tf"
+        started = time.perf_counter()
+        chatter = io.StringIO()  # onnx2tf prints a whole model summary even when quiet
+        with contextlib.redirect_stdout(chatter):
+            onnx2tf.convert(input_onnx_file_path=str(source.path), output_folder_path=str(work),
+                            output_signaturedefs=True, non_verbose=True,
+                            not_use_onnxsim=True)  # the export is already optimised
+        convert_s = time.perf_counter() - started
+        if not (work / SAVED_MODEL_FILE).is_file():
+            raise RuntimeError(f"onnx2tf wrote no SavedModel for {spec.name}: "
+                               f"{chatter.getvalue()[-400:]}")
+        for entry in work.iterdir():  # keep the SavedModel, drop onnx2tf's own .tflite files
+            if entry.suffix != ".tflite":
+                os.replace(entry, folder / entry.name)
+        shutil.rmtree(work)
+        _progress(f"converted {spec.name} to SavedModel in {convert_s:.1f} s")
+        return Artifact(
+            path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=key,
+            weights=source.weights, source_hash=source.source_hash,
+            times={**source.times, "tf_convert_s": round(convert_s, 3)},
+            meta={"model": spec.name, "layout": "NHWC", "label_offset":
+                  source.meta.get("label_offset", 0), "num_classes":
+                  source.meta.get("num_classes"), "signature": "serving_default",
+                  "source_onnx": str(source.path), "source_onnx_key": source.key,
+                  "onnx2tf": _version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE},
+        )
+
+    return cached_build(spec.name, key, build)
+
+
+def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
+    """Validate a user's SavedModel directory: one image input, a [N, classes(+1)] output."""
+    folder = Path(path)
+    where = f"model {spec.name}: --model-path {folder}"
+    if not (folder / SAVED_MODEL_FILE).is_file():
+        raise UserError(f"{where} is a directory without {SAVED_MODEL_FILE}; pass a TensorFlow "
+                        "SavedModel directory")
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(str(folder))
+        signature = loaded.signatures["serving_default"]
+    except (KeyError, ValueError, OSError) as exc:
+        raise UserError(f"{where}: cannot load its serving_default signature ({exc}); save "
+                        "the model with tf.saved_model.save or keras Model.export") from None
+    inputs = signature.structured_input_signature[1]
+    size = spec.input_size
+    if len(inputs) != 1:
+        raise UserError(f"{where} has {len(inputs)} inputs; expected one image input")
+    (input_name, input_spec), = inputs.items()
+    shape = list(input_spec.shape)
+    if shape[1:] == [size, size, 3]:
+        layout = "NHWC"
+    elif shape[1:] == [3, size, size]:
+        layout = "NCHW"
+    else:
+        raise UserError(f"{where} input {input_name} is {shape}; expected [N,{size},{size},3] "
+                        f"or [N,3,{size},{size}] for model {spec.name}")
+    outputs = signature.structured_outputs
+    accepted = (spec.num_classes, spec.num_classes + 1)
+    output_name = next((name for name, out in outputs.items()
+                        if len(out.shape) == 2 and out.shape[1] in accepted), None)
+    if output_name is None:
+        raise UserError(f"{where} has no [N,{accepted[0]}] or [N,{accepted[1]}] output "
+                        f"(found {[list(o.shape) for o in outputs.values()]})")
+    classes = int(outputs[output_name].shape[1])
+    file_hash = hash_file(folder / SAVED_MODEL_FILE)
+    return Artifact(
+        path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=file_hash,
+        weights=f"user: SavedModel {folder.name}", source_hash=file_hash, times={},
+        meta={"model": spec.name, "layout": layout, "user_file": str(folder.resolve()),
+              "label_offset": 1 if classes == spec.num_classes + 1 else 0,
+              "num_classes": classes, "signature": "serving_default",
+              "input_name": input_name, "output_name": output_name, "cached": False},
+    )
