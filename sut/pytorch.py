@@ -178,6 +178,11 @@ class TorchBackend(Backend):
 
         eager = self._model
         dtypes = layer_output_dtypes(eager, x)
+        # Dynamo's caches are per code object and process-wide: graphs of earlier compiles of
+        # the same class (another SUT built in this process) count against its cache limit
+        # and would make this model recompile or fall back to eager mid-run. quantmark runs
+        # one SUT per process; start it from a clean slate.
+        torch._dynamo.reset()
         breaks_before = sum(counters["graph_break"].values())
         cache_before = dict(counters["inductor"])
         sizes = tuple(sorted({1, self.batch_size}))

@@ -38,9 +38,16 @@ def test_missing_framework_names_the_extra(monkeypatch):
         registry.require_available("ort-int8")
 
 
-def test_ort_suts_available_here():
-    for name in ("ort-fp32", "ort-int8"):
-        assert registry.availability(registry.get_sut(name)) == (True, "")
+def test_every_cpu_sut_is_built_and_available_with_the_cpu_extra():
+    for info in registry.SUTS.values():
+        if info.device == "cpu":
+            assert info.implemented, info.name
+            assert registry.availability(info) == (True, ""), info.name
+
+
+def test_every_fp32_baseline_is_a_known_sut():
+    for framework, name in registry.FP32_BASELINE.items():
+        assert registry.get_sut(name).framework == framework
 
 
 def test_listing_imports_no_framework():
