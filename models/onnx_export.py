@@ -10,10 +10,8 @@ cores (legacy: 1-5 s), paid once thanks to the cache. Outputs match torch to ~1e
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import warnings
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +20,7 @@ import onnxruntime
 
 if TYPE_CHECKING:
     import torch
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, dist_version, progress
 from models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
@@ -35,24 +33,12 @@ EXPORT_RECIPE = {"exporter": "dynamo", "opset": OPSET, "dynamic_batch": True,
 MAX_BATCH = 4096
 
 
-def _torch_version() -> str:
-    """torch's version without importing it: a cached export must not pay torch's import."""
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _progress(msg: str) -> None:
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
-
-
 def export_key(spec: ModelSpec, weights_path: str | Path | None = None) -> str:
     """Cache key: model, weights identity, tool versions and the export recipe."""
     return hash_json({
         "what": "onnx-export", "model": spec.name, "num_classes": spec.num_classes,
         "input_size": spec.input_size, "weights": weights_identity(spec, weights_path),
-        "torch": _torch_version(), "onnx": onnx.__version__, "recipe": EXPORT_RECIPE,
+        "torch": dist_version("torch"), "onnx": onnx.__version__, "recipe": EXPORT_RECIPE,
     })
 
 
@@ -61,7 +47,7 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
     key = export_key(spec, weights_path)
 
     def build(folder: Path) -> Artifact:
-        _progress(f"exporting {spec.name} to ONNX (one-off, then cached) ...")
+        progress(f"exporting {spec.name} to ONNX (one-off, then cached) ...")
         t0 = time.perf_counter()
         model, weights = build_torch_model(spec, weights_path)
         build_s = time.perf_counter() - t0
@@ -70,7 +56,7 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
         _dynamo_export(model, spec, out)
         export_s = time.perf_counter() - t1
         onnx.checker.check_model(str(out), full_check=True)
-        _progress(f"exported {spec.name} in {export_s:.1f} s")
+        progress(f"exported {spec.name} in {export_s:.1f} s")
         return Artifact(
             path=out, format="onnx", precision="fp32", key=key, weights=weights,
             source_hash=hash_json(weights_identity(spec, weights_path)),
@@ -78,7 +64,7 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
             meta={"model": spec.name, "input_name": INPUT_NAME, "output_name": OUTPUT_NAME,
                   "layout": "NCHW", "label_offset": spec.label_offset,
                   "num_classes": spec.num_classes, "opset": OPSET, "recipe": EXPORT_RECIPE,
-                  "torch": _torch_version(), "onnx": onnx.__version__,
+                  "torch": dist_version("torch"), "onnx": onnx.__version__,
                   "sha256": hash_file(out)},
         )
 

@@ -12,7 +12,6 @@ Recipe, measured on this 2-core AVX-512 VNNI box (EfficientNet-Lite0, batch 8, 2
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, progress
 from quantmark.hashing import hash_file, hash_json
 
 QUANT_RECIPE: dict[str, Any] = {
@@ -87,8 +86,7 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
     model = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:
-        print(f"[quantmark.models] quantizing {model} to INT8 on {len(calibration)} "
-              "calibration samples ...", file=sys.stderr, flush=True)
+        progress(f"quantizing {model} to INT8 on {len(calibration)} calibration samples ...")
         pre = folder / "pre.onnx"
         t0 = time.perf_counter()
         quant_pre_process(str(fp32.path), str(pre))
@@ -105,7 +103,7 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
         total_s = time.perf_counter() - t1
         calib_s = (reader.exhausted_at or time.perf_counter()) - t1
         pre.unlink()
-        _progress_done(model, total_s)
+        progress(f"quantized {model} in {total_s:.1f} s")
         meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
         meta.update({
             "quant_recipe": QUANT_RECIPE, "calibration_hash": calibration_hash,
@@ -124,10 +122,6 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
         )
 
     return cached_build(model, key, build)
-
-
-def _progress_done(model: str, seconds: float) -> None:
-    print(f"[quantmark.models] quantized {model} in {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
 def count_qdq_nodes(path: str | Path) -> dict[str, Any]:
@@ -165,8 +159,7 @@ def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
     model = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:
-        print(f"[quantmark.models] dynamic INT8 quantization of {model} ...", file=sys.stderr,
-              flush=True)
+        progress(f"dynamic INT8 quantization of {model} ...")
         pre = folder / "pre.onnx"
         started = time.perf_counter()
         # shape inference first: the dynamo export carries value_info that quantize_dynamic's
@@ -177,7 +170,7 @@ def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
                          nodes_to_exclude=_depthwise_convs(pre))
         seconds = time.perf_counter() - started
         pre.unlink()
-        _progress_done(model, seconds)
+        progress(f"quantized {model} in {seconds:.1f} s")
         meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
         meta.update({"quant_recipe": DYNAMIC_RECIPE, "fp32_key": fp32.key,
                      "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),

@@ -24,7 +24,6 @@ test CNN on its 597 eval images):
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, progress
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
 
@@ -63,10 +62,6 @@ def quant_recipe() -> dict[str, Any]:
     return {**QUANT_RECIPE, "overflow_fix": "disable" if cpu_has_vnni() else "first_layer_only"}
 #: ops whose presence marks an IR as already quantized
 QUANTIZED_OPS = ("FakeQuantize", "FakeConvert")
-
-
-def _progress(msg: str) -> None:
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
 
 
 def ir_files_hash(xml: Path) -> str:
@@ -189,14 +184,14 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
     key = convert_key(source)
 
     def build(folder: Path) -> Artifact:
-        _progress(f"converting {spec.name} to OpenVINO IR (one-off, then cached) ...")
+        progress(f"converting {spec.name} to OpenVINO IR (one-off, then cached) ...")
         t0 = time.perf_counter()
         model = ov.convert_model(str(source.path))
         static_batch = make_batch_dynamic(model)
         out = folder / f"{source.path.stem.removesuffix('-fp32')}-fp32.xml"
         ov.save_model(model, str(out), compress_to_fp16=False)
         convert_s = time.perf_counter() - t0
-        _progress(f"converted {spec.name} in {convert_s:.1f} s")
+        progress(f"converted {spec.name} in {convert_s:.1f} s")
         meta = {k: v for k, v in source.meta.items()
                 if k in ("model", "layout", "label_offset", "num_classes", "output_name",
                          "input_name", "user_file")}
@@ -252,7 +247,7 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -
             OverflowFix,
         )
 
-        _progress(f"quantizing {model_name} to INT8 with NNCF on {len(calibration)} "
+        progress(f"quantizing {model_name} to INT8 with NNCF on {len(calibration)} "
                   "calibration samples ...")
         model = ov.Core().read_model(str(fp32.path))
         make_batch_dynamic(model)
@@ -272,7 +267,7 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -
         quantize_s = time.perf_counter() - t0
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.xml"
         ov.save_model(quantized, str(out), compress_to_fp16=False)
-        _progress(f"quantized {model_name} in {quantize_s:.1f} s")
+        progress(f"quantized {model_name} in {quantize_s:.1f} s")
         fake_quantize = sum(op.get_type_name() == "FakeQuantize" for op in quantized.get_ops())
         meta = {k: v for k, v in fp32.meta.items()
                 if k not in ("cached", "sha256", "recipe", "user_file")}

@@ -11,16 +11,15 @@ too (``load_user_saved_model``).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import shutil
-import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, dist_version, progress
 from models.source import fp32_onnx
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
@@ -30,42 +29,27 @@ SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
 SAVED_MODEL_FILE = "saved_model.pb"
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _tf_version() -> str:
+def tensorflow_version() -> str:
+    """TensorFlow's version from package metadata (importing TF costs seconds); the "tf"
+    extra installs ``tensorflow``, older installs may have ``tensorflow-cpu``."""
     for dist in ("tensorflow", "tensorflow-cpu"):
-        if (found := _version(dist)) != "absent":
+        if (found := dist_version(dist)) != "absent":
             return found
     return "absent"
 
 
-def _progress(msg: str) -> None:
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
-
-
 def require_tensorflow(what: str) -> None:
     """One clear line when the converters are missing (TFLite-only installs, e.g. a Pi)."""
-    missing = [m for m in ("tensorflow", "onnx2tf") if _version_of_module(m) is None]
+    missing = [m for m in ("tensorflow", "onnx2tf") if importlib.util.find_spec(m) is None]
     if missing:
         raise UserError(f"{what} needs {' and '.join(missing)} to convert the model: "
                         "pip install 'quantmark[tf]', or pass a ready model with --model-path")
 
 
-def _version_of_module(module: str) -> str | None:
-    import importlib.util
-
-    return "present" if importlib.util.find_spec(module) is not None else None
-
-
 def saved_model_key(onnx_artifact: Artifact) -> str:
     return hash_json({"what": "saved-model", "source": onnx_artifact.key,
                       "source_sha": onnx_artifact.meta.get("sha256"),
-                      "onnx2tf": _version("onnx2tf"), "tensorflow": _tf_version(),
+                      "onnx2tf": dist_version("onnx2tf"), "tensorflow": tensorflow_version(),
                       "recipe": SAVED_MODEL_RECIPE})
 
 
@@ -87,7 +71,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
     def build(folder: Path) -> Artifact:
         import onnx2tf
 
-        _progress(f"converting {spec.name} ONNX -> TensorFlow SavedModel (onnx2tf, one-off) ...")
+        progress(f"converting {spec.name} ONNX -> TensorFlow SavedModel (onnx2tf, one-off) ...")
         work = folder / "onnx2tf"
         started = time.perf_counter()
         chatter = io.StringIO()  # onnx2tf prints a whole model summary even when quiet
@@ -103,7 +87,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
             if entry.suffix != ".tflite":
                 os.replace(entry, folder / entry.name)
         shutil.rmtree(work)
-        _progress(f"converted {spec.name} to SavedModel in {convert_s:.1f} s")
+        progress(f"converted {spec.name} to SavedModel in {convert_s:.1f} s")
         return Artifact(
             path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=key,
             weights=source.weights, source_hash=source.source_hash,
@@ -112,7 +96,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
                   source.meta.get("label_offset", 0), "num_classes":
                   source.meta.get("num_classes"), "signature": "serving_default",
                   "source_onnx": str(source.path), "source_onnx_key": source.key,
-                  "onnx2tf": _version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE},
+                  "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE},
         )
 
     return cached_build(spec.name, key, build)

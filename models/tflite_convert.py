@@ -21,16 +21,15 @@ with just ai-edge-litert + numpy can validate and run a user's .tflite (``load_u
 from __future__ import annotations
 
 import importlib.util
-import sys
 import time
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, progress
+from models.tf_convert import tensorflow_version
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
 
@@ -50,20 +49,6 @@ COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CON
                "BATCH_MATMUL", "CONV_3D")
 INPUT_TYPES = ("float32", "int8", "uint8")
 _INTEGER = ("int8", "uint8", "int16")
-
-
-def _progress(msg: str) -> None:
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
-
-
-def tensorflow_version() -> str:
-    """TensorFlow's version from package metadata (importing TF costs seconds)."""
-    for dist in ("tensorflow-cpu", "tensorflow"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return "absent"
 
 
 def _dtype(value: Any) -> str:
@@ -292,7 +277,7 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
     def build(folder: Path) -> Artifact:
         what = (f"calibrating on {len(calibration)} samples and converting"
                 if precision == "int8" and calibration is not None else "converting")
-        _progress(f"{what} {model} SavedModel -> TFLite {precision} ...")
+        progress(f"{what} {model} SavedModel -> TFLite {precision} ...")
         import tensorflow  # noqa: F401 - imported before the clock: seconds, not conversion
 
         started = time.perf_counter()
@@ -300,7 +285,7 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
         convert_s = time.perf_counter() - started
         out = folder / f"{model}-{precision}.tflite"
         out.write_bytes(flatbuffer)
-        _progress(f"converted {model} to TFLite {precision} in {convert_s:.1f} s")
+        progress(f"converted {model} to TFLite {precision} in {convert_s:.1f} s")
         summary = inspect_file(out)
         shape = summary["inputs"][0]["shape_signature"]
         batch = shape[0]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.artifacts import Artifact, cached_build
+from models.artifacts import Artifact, cached_build, progress
 from models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 from quantmark.errors import SutError
 from quantmark.hashing import hash_file, hash_json
@@ -57,10 +56,6 @@ _QUANTIZED_COMPUTE = ("quantized::conv", "quantized::linear")
 _FLOAT_COMPUTE = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution",
                             "aten::convolution", "aten::linear", "aten::addmm", "aten::mm",
                             "aten::matmul", "aten::bmm"})
-
-
-def _progress(msg: str) -> None:
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
@@ -258,7 +253,7 @@ def quantize_static_int8(spec: ModelSpec, fp32: Artifact, calibration: np.ndarra
     key = static_key(spec, fp32, calibration_hash)
 
     def build(folder: Path) -> Artifact:
-        _progress(f"quantizing {spec.name} to INT8 (torch FX, x86) on {len(calibration)} "
+        progress(f"quantizing {spec.name} to INT8 (torch FX, x86) on {len(calibration)} "
                   "calibration samples ...")
         use_x86_engine()
         model = load_fp32_model(spec, fp32)
@@ -283,7 +278,7 @@ def quantize_static_int8(spec: ModelSpec, fp32: Artifact, calibration: np.ndarra
         quantize_s = time.perf_counter() - t0
         out = folder / f"{spec.name}-int8.torchscript"
         trace_s = _save_verified_script(quantized, probe, calibration, out)
-        _progress(f"quantized {spec.name} in {quantize_s:.1f} s")
+        progress(f"quantized {spec.name} in {quantize_s:.1f} s")
         meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "user_file")}
         meta.update({
             "quant_recipe": STATIC_RECIPE, "calibration_hash": calibration_hash,

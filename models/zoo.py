@@ -14,10 +14,10 @@ import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from models.artifacts import dist_version
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file
 
@@ -199,13 +199,6 @@ def get_model(name: str) -> ModelSpec:
         ) from None
 
 
-def _package_version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) -> dict[str, Any]:
     """What identifies the weights, computed WITHOUT building the model (for cache keys).
 
@@ -217,7 +210,7 @@ def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) ->
         return {"kind": "user", "sha256": hash_file(path)}
     if spec.pretrained_source is not None:
         return {"kind": "pretrained", "package": LITE0_PACKAGE,
-                "version": _package_version(LITE0_PACKAGE),
+                "version": dist_version(LITE0_PACKAGE, missing="unknown"),
                 "sha256": hash_file(_lite0_weights_file())}
     return {"kind": "random", "seed": RANDOM_SEED,
             "code": {path.name: hash_file(path) for path in architecture_sources(spec)}}
@@ -267,7 +260,8 @@ def weights_description(spec: ModelSpec, weights_path: str | Path | None = None)
         path = Path(weights_path)
         return f"user: {path.name} sha256 {hash_file(path)}"
     if spec.pretrained_source is not None:
-        return f"pretrained: {LITE0_PACKAGE} {_package_version(LITE0_PACKAGE)} (ImageNet)"
+        version = dist_version(LITE0_PACKAGE, missing="unknown")
+        return f"pretrained: {LITE0_PACKAGE} {version} (ImageNet)"
     return f"random (seed {RANDOM_SEED})"
 
 
