@@ -25,7 +25,7 @@ from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
 
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
-                      "layout": "NHWC", "onnxsim": False, "version": 1}
+                      "layout": "NHWC", "onnxsim": False, "maxpool_zero_pad": True, "version": 2}
 SAVED_MODEL_FILE = "saved_model.pb"
 
 
@@ -44,6 +44,42 @@ def require_tensorflow(what: str) -> None:
     if missing:
         raise UserError(f"{what} needs {' and '.join(missing)} to convert the model: "
                         "pip install 'quantmark[tf]', or pass a ready model with --model-path")
+
+
+def zero_pad_maxpools_after_relu(model: Any) -> int:
+    """Pad max pools whose input is a ReLU output with 0 instead of -inf; returns how many.
+
+    onnx2tf turns a padded MaxPool into PadV2(-3.4e38) + MaxPool. TFLite's INT8 calibration then
+    sees -3.4e38 in the padded tensor and, since a pad shares its input's scale, gives the ReLU
+    output a scale of ~1e36: every value quantizes to one number and XNNPACK refuses the model
+    (ResNet's stem). After a ReLU every window already holds a value >= 0, so padding with 0
+    computes exactly the same maximum.
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    producers = {out: node for node in graph.node for out in node.output}
+    count = 0
+    for position, node in reversed(list(enumerate(graph.node))):
+        pads = next((list(a.ints) for a in node.attribute if a.name == "pads"), None)
+        producer = producers.get(node.input[0]) if node.input else None
+        if node.op_type != "MaxPool" or not pads or not any(pads) or producer is None \
+                or producer.op_type != "Relu":
+            continue
+        half = len(pads) // 2
+        pad_values = [0, 0, *pads[:half], 0, 0, *pads[half:]]
+        name = f"{node.name or node.output[0]}_zero_pad"
+        graph.initializer.append(numpy_helper.from_array(
+            np.asarray(pad_values, dtype=np.int64), f"{name}_pads"))
+        graph.node.insert(position, helper.make_node(
+            "Pad", [node.input[0], f"{name}_pads"], [f"{name}_out"], name=name, mode="constant"))
+        node.input[0] = f"{name}_out"
+        for attribute in node.attribute:
+            if attribute.name == "pads":
+                attribute.ints[:] = [0] * len(pads)
+        count += 1
+    return count
 
 
 def saved_model_key(onnx_artifact: Artifact) -> str:
@@ -74,9 +110,15 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
         progress(f"converting {spec.name} ONNX -> TensorFlow SavedModel (onnx2tf, one-off) ...")
         work = folder / "onnx2tf"
         started = time.perf_counter()
+        import onnx
+
+        prepared = onnx.load(str(source.path))
+        rewritten = zero_pad_maxpools_after_relu(prepared)
+        onnx_input = folder / "onnx2tf-input.onnx"
+        onnx.save(prepared, str(onnx_input))
         chatter = io.StringIO()  # onnx2tf prints a whole model summary even when quiet
         with contextlib.redirect_stdout(chatter):
-            onnx2tf.convert(input_onnx_file_path=str(source.path), output_folder_path=str(work),
+            onnx2tf.convert(input_onnx_file_path=str(onnx_input), output_folder_path=str(work),
                             output_signaturedefs=True, non_verbose=True,
                             not_use_onnxsim=True)  # the export is already optimised
         convert_s = time.perf_counter() - started
@@ -87,6 +129,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
             if entry.suffix != ".tflite":
                 os.replace(entry, folder / entry.name)
         shutil.rmtree(work)
+        onnx_input.unlink()
         progress(f"converted {spec.name} to SavedModel in {convert_s:.1f} s")
         return Artifact(
             path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=key,
@@ -96,7 +139,8 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
                   source.meta.get("label_offset", 0), "num_classes":
                   source.meta.get("num_classes"), "signature": "serving_default",
                   "source_onnx": str(source.path), "source_onnx_key": source.key,
-                  "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE},
+                  "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE,
+                  "maxpools_zero_padded": rewritten},
         )
 
     return cached_build(spec.name, key, build)
