@@ -3,6 +3,9 @@
 
     python run.py                                   # the built-in default job
     python run.py --scenario Offline --sut ort-int8 [--model resnet50] ...
+    python run.py --official --all-tests --scenario Offline --sut ort-int8 --model resnet50
+    python run.py --audit TEST01 --scenario Offline --sut ort-int8   # one compliance test
+    python run.py submission --results DIR --submitter NAME --division open --output DIR
     python run.py --list-suts
     python run.py report DIR
 """
@@ -46,7 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--quick", action="store_true", help="short development run (default)")
     runs.add_argument("--official", action="store_true",
                       help="mlperf.conf untouched (600 s minimum), user.conf as given")
+    parser.add_argument("--audit", choices=("TEST01", "TEST04"),
+                        help="run one compliance test and judge it against the normal runs")
+    parser.add_argument("--all-tests", action="store_true",
+                        help="performance, accuracy, TEST01 and TEST04, each in its own process")
     parser.add_argument("--list-suts", action="store_true", help="list SUTs and exit")
+    return parser
+
+
+def build_submission_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py submission",
+                     description="Package finished official runs as an MLPerf submission tree.")
+    parser.add_argument("--results", required=True, help="the --output folder of your runs")
+    parser.add_argument("--submitter", required=True, help="organisation name")
+    parser.add_argument("--division", required=True, choices=("open", "closed"))
+    parser.add_argument("--output", required=True, help="new folder for the submission tree")
+    parser.add_argument("--system-file", help="JSON with system fields the machine cannot tell "
+                                              "(cooling, memory configuration, ...)")
+    parser.add_argument("--status", default="available", help="available, preview or rdi")
+    parser.add_argument("--system-type", default="edge", help="edge, datacenter or both")
     return parser
 
 
@@ -63,7 +84,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         mode=args.mode, quick=not args.official, model_path=args.model_path,
         dataset_path=args.dataset_path, calibration_list=args.calibration_list,
         user_conf=args.user_conf, output=args.output, batch_size=batch,
-        threads=args.threads, workers=args.workers,
+        threads=args.threads, workers=args.workers, audit=args.audit or "",
     )
 
 
@@ -72,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv[:1] == ["report"]:
+        if argv[:1] == ["submission"]:
+            commands.submission(build_submission_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["report"]:
             if len(argv) != 2:
                 raise UserError("usage: python run.py report DIR")
             commands.report(argv[1])
@@ -84,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                 commands.list_suts()
             elif not args.scenario and not args.sut and not args.model:
                 commands.default_job(args.output)
+            elif args.all_tests:
+                return 0 if commands.all_tests(config_from_args(args)) else 1
+            elif args.audit:
+                return 0 if commands.run_audit(config_from_args(args)) else 1
             else:
                 commands.run_one(config_from_args(args))
     except UserError as exc:

@@ -5,7 +5,8 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-PACKAGES = ("quantmark", "sut", "scenarios", "qsl", "models", "report", "audit", "bench")
+PACKAGES = ("quantmark", "sut", "scenarios", "qsl", "models", "report", "audit", "submission",
+            "bench")
 
 ORT = ["onnxruntime>=1.20", "onnx>=1.16"]
 OPENVINO = ["openvino>=2024.4", "nncf>=2.13", "onnx>=1.16"]
@@ -33,7 +34,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
     py_modules=["run"],
-    package_data={"": ["*.conf", "*.config", "*.md"]},
+    # the audit.config files live in plain folders (TEST01/, TEST04/), named one by one
+    package_data={"": ["*.conf", "*.config", "*.md"],
+                  "audit": ["TEST01/audit.config", "TEST04/audit.config"]},
     include_package_data=True,
     install_requires=[
         "mlcommons-loadgen>=4.1",

@@ -1,0 +1,1 @@
+"""MLPerf compliance (audit) tests: their audit.config files and the checks that judge them."""

@@ -133,6 +133,12 @@ def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[
             continue
         parts = line.rsplit(maxsplit=1)
         label = _parse_label(parts[1]) if len(parts) == 2 else None
+        if label is None and len(parts) == 2 and parts[1] == str(NUM_CLASSES):
+            raise UserError(
+                f"{path}:{number}: label {NUM_CLASSES} means 1-based labels (ILSVRC devkit or "
+                "TF-slim style); MLPerf's val_map.txt is 0-based 0..999 in sorted-synset order: "
+                "convert the file (see README, Label conventions)"
+            )
         if label is None:
             raise UserError(
                 f"{path}:{number}: malformed line {_short(line)}; "

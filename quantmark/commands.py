@@ -1,4 +1,4 @@
-"""What run.py dispatches to: list SUTs, run one test, the default job, the report."""
+"""What run.py dispatches to: list SUTs, run one test, audits, the default job, the report."""
 
 from __future__ import annotations
 
@@ -50,10 +50,68 @@ def run_one(config: RunConfig) -> LaunchResult:
     return result
 
 
+def run_audit(config: RunConfig) -> bool:
+    """Run one compliance test in its own process and working folder, then judge it against
+    the normal runs already in the results folder. True when every check passed."""
+    from audit.verify import require_references, verify
+    from quantmark.layout import scenario_dir, system_id
+
+    if config.mode != "performance":
+        raise UserError("--audit runs in performance mode (its audit.config sets the mode); "
+                        "drop --mode accuracy")
+    validate(config)
+    base = scenario_dir(config.output, config.system_id or system_id(config.sut), config.model,
+                        config.scenario)
+    require_references(base, config.audit)  # before minutes of running, not after
+    run_one(config)
+    outcome = verify(base, config.audit)
+    for check, passed in outcome.items():
+        verdict = "[green]TEST PASS[/]" if passed else "[red]TEST FAIL[/]"
+        console.print(f"{config.audit} {check}: {verdict}  "
+                      f"({escape(str(base / config.audit / f'verify_{check}.txt'))})")
+    return all(outcome.values())
+
+
+def all_tests(config: RunConfig) -> bool:
+    """What a submitter runs: performance, accuracy, TEST01 and TEST04, each in its own process.
+
+    A failing audit does not stop the others; every finished run stays on disk.
+    """
+    from audit.configs import AUDIT_TESTS
+
+    if config.audit or config.mode != "performance":
+        raise UserError("--all-tests runs every mode and audit itself; drop --mode and --audit")
+    validate(config)
+    run_one(replace(config, mode="performance"))
+    run_one(replace(config, mode="accuracy"))
+    passed = [run_audit(replace(config, audit=test)) for test in AUDIT_TESTS]
+    console.print("all tests finished: " + ("every compliance check passed" if all(passed) else
+                                             "[red]a compliance check FAILED[/]"))
+    return all(passed)
+
+
+def submission(args: Any) -> Path:
+    """Check the runs and write the submission tree; list what the submitter must still fill."""
+    from submission.package import package
+
+    packaged = package(args.results, submitter=args.submitter, division=args.division,
+                       output=args.output, system_file=args.system_file, status=args.status,
+                       system_type=args.system_type)
+    for name in packaged.scenarios:
+        console.print(f"packaged {escape(name)}")
+    for system, fields in packaged.systems.items():
+        if fields:
+            console.print(f"[yellow]systems/{escape(system)}.json: fill in {', '.join(fields)} "
+                          "(pass --system-file FILE with them)[/]")
+    console.print(f"submission tree written to {escape(str(packaged.root))}")
+    return packaged.root
+
+
 def _print_run(result: LaunchResult) -> None:
     results = result.results
     summary = results.get("summary", {})
-    text = f"{results['config']['sut']} {summary.get('scenario')} "
+    audit = results["config"].get("audit")
+    text = f"{results['config']['sut']} {summary.get('scenario')} {audit + ' ' if audit else ''}"
     accuracy = results.get("accuracy")
     if accuracy:
         text += (f"accuracy: {accuracy['top1']:.3f}% top-1 "

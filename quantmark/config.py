@@ -15,6 +15,7 @@ class RunConfig:
     sut: str
     model: str
     mode: str = "performance"  # "performance" | "accuracy"
+    audit: str = ""  # "" | "TEST01" | "TEST04": a compliance test (needs its audit.config)
     quick: bool = True
     model_path: str | None = None
     dataset_path: str | None = None

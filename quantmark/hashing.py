@@ -23,8 +23,19 @@ def hash_file(path: str | os.PathLike, length: int = 16) -> str:
     return digest.hexdigest()[:length]
 
 
+def _default_file_mode() -> int:
+    """What open() would give a new file under this process's umask (mkstemp gives 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _default_file_mode()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: readers never see half a file."""
+    """Write via a temp file in the same folder and rename: readers never see half a file.
+    The file gets the usual permissions, so results and submission trees can be shared."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -33,6 +44,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,29 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def absolute_paths(config: RunConfig) -> RunConfig:
+    """The same config with every path absolute, for a child in another working directory."""
+    changes = {name: str(Path(value).expanduser().resolve())
+               for name in ("output", "model_path", "dataset_path", "calibration_list",
+                            "user_conf")
+               if (value := getattr(config, name))}
+    return replace(config, **changes)
+
+
 def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None = None,
            quiet: bool = False) -> LaunchResult:
     """Run ``config`` in a child process and wait for it."""
     with tempfile.TemporaryDirectory(prefix="quantmark-launch-") as tmp:
         config_path = Path(tmp) / "config.json"
         status_path = Path(tmp) / "status.json"
+        if config.audit or cwd is not None:
+            config = absolute_paths(config)
+        if config.audit:  # LoadGen reads audit.config from the test's working directory
+            from audit.configs import audit_config_path
+
+            cwd = str(Path(tmp) / config.audit)
+            Path(cwd).mkdir()
+            shutil.copyfile(audit_config_path(config.audit), Path(cwd) / "audit.config")
         config_path.write_text(config.to_json())
         command = [sys.executable, "-m", "quantmark.runner", str(config_path), str(status_path)]
         output = subprocess.DEVNULL if quiet else None

@@ -111,11 +111,12 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     """Run one test; returns the results dict written as results.json."""
     import mlperf_loadgen as lg
 
+    from audit.configs import audit_was_applied
     from models.zoo import MODEL_NAMES, get_model
     from qsl import open_dataset
     from qsl.library import QuerySampleLibrary
     from quantmark import fingerprint
-    from report.accuracy import compute_accuracy
+    from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
     from report.loadgen_log import summarize_file
     from scenarios.settings import SettingsPlan, build_settings
     from sut.base import LoadGenSUT
@@ -149,7 +150,8 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     built = build_settings(plan, measurement)
 
     system = config.system_id or system_id(config.sut)
-    final = run_dir(config.output, system, config.model, config.scenario, config.mode)
+    final = run_dir(config.output, system, config.model, config.scenario, config.mode,
+                    config.audit)
     work = final.parent / f".{final.name}.tmp-{os.getpid()}"
     _remove_abandoned(final)
     work.mkdir(parents=True)  # LoadGen silently runs nothing if the folder is missing
@@ -168,9 +170,14 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     log_settings.enable_trace = False
     sut_handle = sut.start()
     qsl_handle = qsl.construct()
+    # LoadGen applies any audit.config it finds in the working directory, so a normal run names
+    # a file that cannot exist and an audit run the one the launcher put in its working folder.
+    audit_config = (Path.cwd() / "audit.config" if config.audit
+                    else work / "no-audit-config-for-this-run")
     started = time.time()
     try:
-        lg.StartTestWithLogSettings(sut_handle, qsl_handle, built.settings, log_settings)
+        lg.StartTestWithLogSettings(sut_handle, qsl_handle, built.settings, log_settings,
+                                    str(audit_config))
     finally:
         sut.stop()
         qsl.destroy()
@@ -184,6 +191,12 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         raise SutError(f"{sut.issued} samples issued but {sut.completed} completed; logs in "
                        f"{failed}")
 
+    audit_applied = audit_was_applied(work / "mlperf_log_detail.txt")
+    if audit_applied != bool(config.audit):
+        failed = _keep_failed(work, final, None)
+        raise SutError(f"{config.audit} run but LoadGen did not apply {audit_config}; logs in "
+                       f"{failed}" if config.audit else
+                       f"LoadGen applied an audit.config to a normal run; logs in {failed}")
     summary = summarize_file(work / "mlperf_log_detail.txt")
     results: dict[str, Any] = {
         "config": dict(vars(config)),
@@ -203,9 +216,22 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         "machine": fingerprint.machine(),
         "software": fingerprint.software((info.framework,)),
     }
+    if config.audit:
+        results["audit"] = {"test": config.audit, "config": str(audit_config),
+                            "applied": audit_applied}
+    if config.mode == "accuracy" or config.audit == "TEST01":
+        # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
+        atomic_write_text(work / "val_map.txt",
+                          "".join(f"{rel} {label}\n" for rel, label in dataset.items))
     if config.mode == "accuracy":
-        accuracy = compute_accuracy(work / "mlperf_log_accuracy.json", qsl.labels)
-        atomic_write_text(work / "accuracy.txt", accuracy.line() + "\n")
+        accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
+                                    read_val_map_labels(work / "val_map.txt"),
+                                    expected_count=qsl.total_count)
+        if accuracy.missing:
+            failed = _keep_failed(work, final, None)
+            raise SutError(f"{accuracy.missing} of {qsl.total_count} samples have no response "
+                           f"in the accuracy log; logs in {failed}")
+        atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
         results["accuracy"] = {"top1": accuracy.percent, "good": accuracy.good,
                                "total": accuracy.total, "duplicates": accuracy.duplicates}
     atomic_write_text(work / "user.conf",

@@ -2,16 +2,25 @@
 
 Each entry's ``data`` is the response bytes in hex: one float32, the predicted class. The same
 ``qsl_idx`` may appear more than once; the first response counts. The label of ``qsl_idx`` is
-line ``qsl_idx`` of the run's val_map (the QSL's order).
+line ``qsl_idx`` of the val_map the QSL was built from (the run folder keeps a copy of it in QSL
+order, so calibration images held out of a folder never shift the lines).
+
+    python -m report.accuracy --mlperf-accuracy-file mlperf_log_accuracy.json \\
+        --imagenet-val-file val_map.txt [--expected-count 50000] [--output accuracy.txt]
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from quantmark.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -19,6 +28,7 @@ class AccuracyResult:
     good: int
     total: int
     duplicates: int
+    missing: int = 0  # expected qsl indices with no response (only when the count is known)
 
     @property
     def percent(self) -> float:
@@ -29,27 +39,118 @@ class AccuracyResult:
         return f"accuracy={self.percent:.3f}%, good={self.good}, total={self.total}"
 
 
+def read_log_entries(log_path: str | Path) -> list[dict]:
+    """The accuracy log's entries; a file that is not LoadGen's is a one-line UserError."""
+    path = Path(log_path)
+    try:
+        entries = json.loads(path.read_text() or "[]")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read accuracy log {path} ({type(exc).__name__}); pass the "
+                        "mlperf_log_accuracy.json of a finished LoadGen run") from None
+    if not isinstance(entries, list) or any(
+            not isinstance(e, dict) or "qsl_idx" not in e or "data" not in e for e in entries):
+        raise UserError(f"{path} is not a LoadGen accuracy log (a JSON list of "
+                        "{seq_id, qsl_idx, data}); pass mlperf_log_accuracy.json")
+    return entries
+
+
+def decode_value(hex_data: str) -> float:
+    """A response's first float32 (the predicted class); an empty response is -1."""
+    raw = bytes.fromhex(hex_data)
+    return float(np.frombuffer(raw[:4], dtype=np.float32)[0]) if len(raw) >= 4 else -1.0
+
+
 def decode_predictions(log_path: str | Path) -> tuple[dict[int, float], int]:
     """qsl_idx -> predicted class (float32), and how many duplicate entries were dropped."""
-    entries = json.loads(Path(log_path).read_text() or "[]")
     predictions: dict[int, float] = {}
     duplicates = 0
-    for entry in entries:
+    for entry in read_log_entries(log_path):
         index = int(entry["qsl_idx"])
         if index in predictions:
             duplicates += 1
             continue
-        raw = bytes.fromhex(entry["data"])
-        predictions[index] = float(np.frombuffer(raw[:4], dtype=np.float32)[0]) if raw else -1.0
+        predictions[index] = decode_value(entry["data"])
     return predictions, duplicates
 
 
-def compute_accuracy(log_path: str | Path, labels: np.ndarray | list[int]) -> AccuracyResult:
-    """Compare each logged prediction with ``labels[qsl_idx]``."""
-    predictions, duplicates = decode_predictions(log_path)
+def score(predictions: dict[int, float], labels: np.ndarray | list[int], duplicates: int = 0,
+          expected_count: int | None = None) -> AccuracyResult:
+    """Compare each prediction with ``labels[qsl_idx]``; an index beyond the labels is wrong."""
     label_array = np.asarray(labels)
     good = sum(
         1 for index, predicted in predictions.items()
         if 0 <= index < len(label_array) and int(predicted) == int(label_array[index])
     )
-    return AccuracyResult(good=good, total=len(predictions), duplicates=duplicates)
+    missing = 0
+    if expected_count is not None:
+        missing = sum(1 for i in range(expected_count) if i not in predictions)
+    return AccuracyResult(good=good, total=len(predictions), duplicates=duplicates,
+                          missing=missing)
+
+
+def compute_accuracy(log_path: str | Path, labels: np.ndarray | list[int],
+                     expected_count: int | None = None) -> AccuracyResult:
+    """Decode the log and score it against ``labels`` (index = qsl_idx)."""
+    predictions, duplicates = decode_predictions(log_path)
+    return score(predictions, labels, duplicates, expected_count)
+
+
+def read_val_map_labels(path: str | Path) -> list[int]:
+    """Labels in line order of a ``<relative path> <label>`` file (the official script's input)."""
+    from qsl.imagenet import parse_val_map
+
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"val_map {file} does not exist; pass the val_map.txt the run used")
+    items, _ = parse_val_map(file.read_bytes(), file)
+    return [label for _, label in items]
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def accuracy_text(result: AccuracyResult, log_path: str | Path | None = None) -> str:
+    """accuracy.txt: the official first line, then (submission form) the full log's sha256."""
+    lines = [result.line()]
+    if log_path is not None:
+        lines.append(f"hash={file_sha256(log_path)}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Top-1 accuracy of a LoadGen accuracy log.")
+    parser.add_argument("--mlperf-accuracy-file", required=True)
+    parser.add_argument("--imagenet-val-file", required=True, help="val_map.txt in QSL order")
+    parser.add_argument("--expected-count", type=int, default=None,
+                        help="QSL size: report indices with no response")
+    parser.add_argument("--output", help="write accuracy.txt here (with the log's hash line)")
+    args = parser.parse_args(argv)
+    try:
+        labels = read_val_map_labels(args.imagenet_val_file)
+        result = compute_accuracy(args.mlperf_accuracy_file, labels, args.expected_count)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = accuracy_text(result, args.mlperf_accuracy_file if args.output else None)
+    if args.output:
+        from quantmark.hashing import atomic_write_text
+
+        atomic_write_text(args.output, text)
+    print(text, end="")
+    if result.duplicates:
+        print(f"note: {result.duplicates} duplicate responses ignored (first one counted)",
+              file=sys.stderr)
+    if result.missing:
+        print(f"error: {result.missing} of {args.expected_count} samples have no response; "
+              "the run did not cover the whole QSL", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

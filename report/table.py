@@ -75,7 +75,9 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         sut=config.get("sut", ""),
         model=config.get("model", ""),
         scenario=summary.scenario,
-        mode=config.get("mode", "accuracy" if "Accuracy" in summary.mode else "performance"),
+        # a compliance test shows as TEST01/TEST04, not as another performance run
+        mode=config.get("audit") or config.get(
+            "mode", "accuracy" if "Accuracy" in summary.mode else "performance"),
         # a SUT failure's logs are kept in run_1.failed: shown, and marked
         run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
         summary=summary,

@@ -46,3 +46,15 @@ def quantmark_cache(tmp_path_factory) -> Path:
     path = Path(os.environ.get("QUANTMARK_TEST_CACHE") or tmp_path_factory.mktemp("qm-cache"))
     os.environ["QUANTMARK_CACHE"] = str(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def quick_all_tests(tmp_path_factory, quantmark_cache) -> tuple[subprocess.CompletedProcess, Path]:
+    """``run.py --all-tests`` (quick) for ort-int8 Offline on ResNet-50: performance, accuracy,
+    TEST01 and TEST04. Shared by the audit CLI and the packaging tests. (A model as small as
+    Lite0 runs ~7% faster when TEST04 feeds it one sample over and over: the input stays in
+    cache. ResNet-50's compute dwarfs that, as in the official run.)"""
+    out = tmp_path_factory.mktemp("all-tests")
+    proc = run_cli("--all-tests", "--scenario", "Offline", "--sut", "ort-int8", "--model",
+                   "resnet50", "--output", str(out), timeout=1200)
+    return proc, out

@@ -67,6 +67,15 @@ def test_malformed_line_names_file_and_line(tiny_folder: Path, bad: str) -> None
     assert f"{tiny_folder / 'val_map.txt'}:3" in one_line_error(exc)
 
 
+def test_one_based_labels_are_named(tiny_folder: Path) -> None:
+    lines = (tiny_folder / "val_map.txt").read_text().splitlines()
+    lines[4] = "val/img_04.png 1000"
+    (tiny_folder / "val_map.txt").write_text("\n".join(lines))
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    assert "1-based labels" in one_line_error(exc) and "val_map.txt:5" in one_line_error(exc)
+
+
 def test_duplicate_line(tiny_folder: Path) -> None:
     with open(tiny_folder / "val_map.txt", "a") as handle:
         handle.write("val/img_00.png 3\n")

@@ -1,0 +1,1 @@
+"""Packaging finished runs into an MLPerf submission tree."""
