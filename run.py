@@ -105,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             if args.list_suts:
                 commands.list_suts()
-            elif not args.scenario and not args.sut and not args.model:
-                commands.default_job(args.output)
             elif args.all_tests:
                 return 0 if commands.all_tests(config_from_args(args)) else 1
             elif args.audit:
                 return 0 if commands.run_audit(config_from_args(args)) else 1
+            elif not args.scenario and not args.sut and not args.model:
+                commands.default_job(args.output)
             else:
                 commands.run_one(config_from_args(args))
     except UserError as exc:

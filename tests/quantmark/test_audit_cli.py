@@ -78,6 +78,13 @@ def test_audit_needs_the_normal_runs_first(tmp_path):
     assert proc.stderr.count("\n") == 1 and "without --audit first" in proc.stderr
 
 
+@pytest.mark.parametrize("flag", ["--audit=TEST04", "--all-tests"])
+def test_audit_flags_alone_do_not_start_the_default_job(flag, tmp_path):
+    proc = run_cli(flag, "--output", str(tmp_path))
+    assert proc.returncode == 2 and "give both --scenario and --sut" in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def test_audit_refuses_accuracy_mode(tmp_path):
     proc = run_cli("--audit", "TEST04", "--mode", "accuracy", "--scenario", "Offline", "--sut",
                    "ort-int8", "--output", str(tmp_path))
