@@ -79,8 +79,8 @@ def _measurements(results: dict[str, Any]) -> dict[str, str]:
         transform = f"converted to {executed} by {described.get('framework')}'s own toolkit"
     else:
         transform = "none (FP32 export of the starting weights)"
-    input_type = "int8" if described.get("name", "").startswith("tflite-int8") and \
-        executed == "int8" else "fp32"
+    # only full-integer TFLite takes int8 input; every other SUT is fed float32 images
+    input_type = "int8" if described.get("name") == "tflite-int8" else "fp32"
     return {"input_data_types": input_type, "retraining": "no",
             "starting_weights_filename": str(model.get("weights") or "unknown"),
             "weight_data_types": executed or "fp32",
