@@ -162,6 +162,33 @@ def _copy_source(target: Path) -> None:
                       f"quantmark source, git commit {commit or 'unknown'}\n")
 
 
+def _build(scenarios: list[ScenarioRuns], base: Path, division: str, submitter: str,
+           system_file: str | Path | None, status: str, system_type: str,
+           out: Path) -> Packaged:
+    """Write the whole tree under ``base`` (inside the staging folder)."""
+    packaged = Packaged(out)
+    frameworks: dict[str, dict[str, str]] = {}
+    for runs in scenarios:
+        model_dir = runs.model if division == "open" else OFFICIAL_BENCHMARK
+        target = base / "results" / runs.system / model_dir / runs.scenario
+        framework = _write_scenario(runs, target)
+        version = runs.results(runs.performance).get("software", {}).get(framework, "")
+        frameworks.setdefault(runs.system, {})[framework] = str(version or "")
+        packaged.scenarios.append(f"{runs.system}/{model_dir}/{runs.scenario}")
+    for system, used in frameworks.items():
+        description = build_system_json(submitter=submitter, division=division,
+                                        system_name=system, frameworks=used,
+                                        user_file=system_file, status=status,
+                                        system_type=system_type)
+        write_system_json(description, base / "systems" / f"{system}.json")
+        packaged.systems[system] = missing_user_fields(description)
+    if division == "open":  # open models are judged as resnet; say so for every folder name
+        atomic_write_json(base / "model_mapping.json",
+                          {r.model: OFFICIAL_BENCHMARK for r in scenarios})
+    _copy_source(base / "src")
+    return packaged
+
+
 def package(results_root: str | Path, *, submitter: str, division: str, output: str | Path,
             system_file: str | Path | None = None, status: str = "available",
             system_type: str = "edge", require_official: bool = True) -> Packaged:
@@ -191,27 +218,12 @@ def package(results_root: str | Path, *, submitter: str, division: str, output: 
 
     staging = out.parent / f".{out.name}.staging"
     shutil.rmtree(staging, ignore_errors=True)
-    base = staging / division / submitter
-    packaged = Packaged(out)
-    frameworks: dict[str, dict[str, str]] = {}
-    for runs in scenarios:
-        model_dir = runs.model if division == "open" else OFFICIAL_BENCHMARK
-        target = base / "results" / runs.system / model_dir / runs.scenario
-        framework = _write_scenario(runs, target)
-        version = runs.results(runs.performance).get("software", {}).get(framework, "")
-        frameworks.setdefault(runs.system, {})[framework] = str(version or "")
-        packaged.scenarios.append(f"{runs.system}/{model_dir}/{runs.scenario}")
-    for system, used in frameworks.items():
-        description = build_system_json(submitter=submitter, division=division,
-                                        system_name=system, frameworks=used,
-                                        user_file=system_file, status=status,
-                                        system_type=system_type)
-        write_system_json(description, base / "systems" / f"{system}.json")
-        packaged.systems[system] = missing_user_fields(description)
-    if division == "open":  # open models are judged as resnet; say so for every folder name
-        atomic_write_json(base / "model_mapping.json",
-                          {r.model: OFFICIAL_BENCHMARK for r in scenarios})
-    _copy_source(base / "src")
+    try:
+        packaged = _build(scenarios, staging / division / submitter, division, submitter,
+                          system_file, status, system_type, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed packaging leaves nothing behind
+        raise
     if out.exists():
         out.rmdir()
     staging.rename(out)

