@@ -22,7 +22,7 @@ import numpy as np
 from audit.configs import audit_was_applied, validate_audit_test
 from quantmark.errors import UserError
 from quantmark.hashing import atomic_write_text
-from report.accuracy import read_log_entries, read_val_map_labels, score
+from report.accuracy import decode_value, read_log_entries, read_val_map_labels, score
 from report.loadgen_log import OFFICIAL_METRIC, LogError, read_detail
 
 PERFORMANCE_TOLERANCE = 0.10
@@ -126,11 +126,6 @@ def _as_float32(hex_data: str) -> np.ndarray:
     return np.frombuffer(raw[: len(raw) // 4 * 4], dtype=np.float32)
 
 
-def _class_of(hex_data: str) -> float:
-    values = _as_float32(hex_data)
-    return float(values[0]) if values.size else -1.0
-
-
 def verify_test01_accuracy(accuracy_log: Path, test01_log: Path,
                            labels: list[int] | None) -> tuple[Verdict, dict[str, str]]:
     """Every sampled response must equal the accuracy run's for the same qsl_idx (as float32).
@@ -166,8 +161,8 @@ def verify_test01_accuracy(accuracy_log: Path, test01_log: Path,
     if labels is None:
         return Verdict(False, [*lines, "no val_map for the fallback accuracy"]), {}
     indices = sorted({int(e["qsl_idx"]) for e in sampled})
-    baseline = score({i: _class_of(reference[i]) for i in indices}, labels)
-    compliance = score({i: _class_of(d) for i, d in _first_responses(sampled).items()}, labels)
+    baseline = score({i: decode_value(reference[i]) for i in indices}, labels)
+    compliance = score({i: decode_value(d) for i, d in _first_responses(sampled).items()}, labels)
     delta = abs(baseline.percent - compliance.percent)
     lines += [f"baseline (accuracy run, same samples): {baseline.line()}",
               f"compliance (TEST01 run): {compliance.line()}",

@@ -12,7 +12,6 @@ order, so calibration images held out of a folder never shift the lines).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from quantmark.errors import UserError
+from quantmark.hashing import hash_file
 
 
 @dataclass(frozen=True)
@@ -106,19 +106,11 @@ def read_val_map_labels(path: str | Path) -> list[int]:
     return [label for _, label in items]
 
 
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def accuracy_text(result: AccuracyResult, log_path: str | Path | None = None) -> str:
     """accuracy.txt: the official first line, then (submission form) the full log's sha256."""
     lines = [result.line()]
     if log_path is not None:
-        lines.append(f"hash={file_sha256(log_path)}")
+        lines.append(f"hash={hash_file(log_path, length=64)}")
     return "\n".join(lines) + "\n"
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from report.loadgen_log import LogError, read_detail
+from scenarios.settings import OFFICIAL_MIN_DURATION_MS
 
-MIN_DURATION_MS = 600_000
 MIN_PERFORMANCE_SAMPLES = 1024  # resnet50's performance_sample_count
 # LoadGen 6.0.17's mlperf.conf (rules round v6.1); a user.conf may not change them.
 OFFICIAL_SEEDS = {
@@ -76,10 +76,10 @@ def _official_run_problems(run: Path, what: str, results: dict[str, Any],
         if results.get("settings", {}).get("mode") != "official" or \
                 (run / "NOT_VALID_FOR_SUBMISSION.txt").exists():
             problems.append(f"{what} is a quick run; rerun with --official")
-        if int(detail.get("effective_min_duration_ms") or 0) < MIN_DURATION_MS:
+        if int(detail.get("effective_min_duration_ms") or 0) < OFFICIAL_MIN_DURATION_MS:
             problems.append(f"{what}: min_duration {detail.get('effective_min_duration_ms')} ms "
-                            f"is under the rules' {MIN_DURATION_MS} ms; drop the user.conf "
-                            "override and rerun with --official")
+                            f"is under the rules' {OFFICIAL_MIN_DURATION_MS} ms; drop the "
+                            "user.conf override and rerun with --official")
         for key, value in OFFICIAL_SEEDS.items():
             if detail.get(key) != value:
                 problems.append(f"{what}: {key} is {detail.get(key)}, not the official "
