@@ -6,8 +6,9 @@
     python run.py --official --all-tests --scenario Offline --sut ort-int8 --model resnet50
     python run.py --audit TEST01 --scenario Offline --sut ort-int8   # one compliance test
     python run.py submission --results DIR --submitter NAME --division open --output DIR
+    python run.py sweep --models resnet50 --suts ort-fp32,ort-int8 --output DIR   # or FILE
     python run.py --list-suts
-    python run.py report DIR
+    python run.py report DIR [DIR ...] [--output DIR]
 """
 
 from __future__ import annotations
@@ -71,6 +72,43 @@ def build_submission_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_sweep_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py sweep",
+                     description="Run every model x SUT x scenario x batch size x repeat, each "
+                                 "cell in its own process; resumable.")
+    parser.add_argument("file", nargs="?", help="sweep file (.toml, .yaml): the same settings "
+                                                "as the flags; flags given override it")
+    parser.add_argument("--models", help="comma-separated, e.g. resnet50,mobilenetv2")
+    parser.add_argument("--suts", help="comma-separated SUT names, or cpu / gpu / all")
+    parser.add_argument("--scenarios", help="comma-separated (default Offline,SingleStream)")
+    parser.add_argument("--batch-sizes", help="comma-separated, e.g. 1,8,32 (default 8; "
+                                              "SingleStream always runs batch 1)")
+    parser.add_argument("--repeats", type=int, help="runs of each cell (default 1)")
+    parser.add_argument("--output", help="sweep folder (default sweep)")
+    parser.add_argument("--seconds", type=float, help="quick runs' minimum duration (default 10)")
+    parser.add_argument("--official", action="store_true", default=None,
+                        help="official runs (600 s each) instead of quick ones")
+    parser.add_argument("--no-accuracy", dest="accuracy", action="store_false", default=None,
+                        help="skip the accuracy run of each model x SUT")
+    parser.add_argument("--timeout", type=float, help="seconds per cell (default 1800)")
+    parser.add_argument("--threads", type=int, help="framework threads (0 = all)")
+    parser.add_argument("--dataset-path", help="ImageNet-format folder with val_map.txt")
+    parser.add_argument("--calibration-list", help="INT8 calibration images, one path a line")
+    parser.add_argument("--user-conf", help="LoadGen user.conf for every cell")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="rerun failed and timed-out cells too (finished ones are skipped)")
+    return parser
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py report",
+                     description="Tables (and, for sweeps, figures and HTML) of results folders.")
+    parser.add_argument("folders", nargs="+", help="results or sweep folders; several merge")
+    parser.add_argument("--output", help="where the merged report goes (default: the folder, "
+                                         "when there is one)")
+    return parser
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     from models.zoo import DEFAULT_MODEL
 
@@ -95,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["submission"]:
             commands.submission(build_submission_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["sweep"]:
+            return commands.sweep(build_sweep_parser().parse_args(argv[1:]))
         elif argv[:1] == ["report"]:
-            if len(argv) != 2:
-                raise UserError("usage: python run.py report DIR")
-            commands.report(argv[1])
+            args = build_report_parser().parse_args(argv[1:])
+            commands.report(args.folders, args.output)
         elif not argv:
             commands.default_job("results")
         else:

@@ -49,6 +49,9 @@ setup(
         "scikit-image>=0.22",
         "scikit-learn>=1.3",
         "matplotlib>=3.7",
+        # sweep files: YAML, and TOML on Python 3.10 (3.11 has tomllib)
+        "pyyaml>=6",
+        "tomli>=2; python_version < '3.11'",
     ],
     extras_require={
         "ort": ORT,

@@ -67,6 +67,24 @@ class Artifact:
         return cls(**fields)
 
 
+def artifact_size_bytes(artifact: Artifact) -> int:
+    """Bytes on disk of what the SUT loads: every file of the artifact's cache folder (an
+    OpenVINO .xml has its .bin, a SavedModel is a folder) but the manifest; for a file outside
+    the cache (the user's model) the file itself, with an OpenVINO .bin beside it."""
+    path = Path(artifact.path)
+    folder = path if path.is_dir() else path.parent
+    if (folder / MANIFEST).is_file():
+        return sum(f.stat().st_size for f in folder.rglob("*")
+                   if f.is_file() and f.name != MANIFEST)
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    size = path.stat().st_size if path.is_file() else 0
+    weights = path.with_suffix(".bin")
+    if path.suffix == ".xml" and weights.is_file():
+        size += weights.stat().st_size
+    return size
+
+
 # A build function fills ``folder`` (a temp dir) and returns the artifact describing it.
 BuildFn = Callable[[Path], Artifact]
 

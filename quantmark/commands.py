@@ -14,7 +14,7 @@ from rich.table import Table
 from quantmark.config import RunConfig
 from quantmark.errors import UserError
 from quantmark.launcher import LaunchResult, launch_or_raise
-from quantmark.validate import check_output_writable, validate
+from quantmark.validate import check_output_writable, validate, validate_inputs
 
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -109,6 +109,26 @@ def submission(args: Any) -> Path:
     return packaged.root
 
 
+def sweep(args: Any) -> int:
+    """Run (or resume) a sweep, then write its report. Exit 0 when every cell ran or was
+    explained as unavailable; 1 when some failed (they are rows in the report)."""
+    from quantmark.sweep import run_sweep
+    from quantmark.sweep_plan import build_spec, load_sweep_file
+
+    settings = load_sweep_file(args.file) if args.file else {}
+    flags = {k: v for k, v in vars(args).items()
+             if v is not None and k not in ("file", "retry_failed")}
+    spec = build_spec({**settings, **flags})
+    validate_inputs(spec.dataset_path, spec.calibration_list, spec.user_conf)
+    check_output_writable(spec.output)
+    outcome = run_sweep(spec, retry_failed=args.retry_failed, console=console)
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items()))
+    console.print(f"sweep {escape(str(outcome.root))}: {counts} ({outcome.ran} ran now)")
+    report([str(outcome.root)], None)
+    failed = sum(n for status, n in outcome.counts.items() if status not in ("ok", "unavailable"))
+    return 1 if failed else 0
+
+
 def _print_run(result: LaunchResult) -> None:
     results = result.results
     summary = results.get("summary", {})
@@ -181,13 +201,60 @@ def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
     console.print("Quick runs: short and not valid for submission; use --official for that.")
 
 
-def report(folder: str) -> None:
+def report(folders: list[str], output: str | None = None) -> None:
+    """A sweep folder, or several folders (merged): the characterization report (Markdown,
+    CSV, HTML with figures). One plain results folder: its percentile table (CSV, Markdown)."""
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
+                            "folder")
+    is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
+    if len(folders) > 1 and output is None:
+        raise UserError("several folders merge into one report: say where with --output DIR")
+    if is_sweep or len(folders) > 1:
+        _characterization(folders, Path(output or folders[0]))
+    else:
+        _percentile_table(folders[0])
+
+
+def _characterization(folders: list[str], output: Path) -> None:
+    from report.sweep_report import write
+
+    check_output_writable(str(output))
+    written = write(folders, output)
+    study = written.study
+    if not study.configs and not study.explained:
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {', '.join(folders)}")
+    table = Table(title=f"characterization of {', '.join(folders)}")
+    for column in ("system", "model", "scenario", "SUT", "batch", "validity", "official metric",
+                   "x fw FP32", "top-1 %", "agree FP32 %"):
+        table.add_column(column)
+    for c in study.configs:
+        d = c.derived
+        metric = ("-" if d["metric"] is None else f"{d['metric'] / 1e6:.3f} ms"
+                  if d["metric_unit"] == "ns" else f"{d['metric']:.1f}/s")
+        table.add_row(c.system, c.model, c.scenario, c.sut, str(c.batch_size), d["validity"],
+                      metric, _fmt(d["speedup_vs_fp32"], "x"), _fmt(d["top1"]),
+                      _fmt(d["agreement_with_fp32"], digits=1))
+    console.print(table)
+    for e in study.explained:
+        console.print(f"[yellow]{escape(e.sut)} {escape(e.model)} "
+                      f"{escape(e.scenario if e.mode != 'accuracy' else 'accuracy')}: "
+                      f"{escape(e.status)}[/] {escape(e.message)}")
+    names = ", ".join(p.name for p in written.files if p.parent == output)
+    console.print(f"written to {escape(str(output))}: {names} and "
+                  f"{sum(p.suffix == '.png' for p in written.files)} figures")
+
+
+def _fmt(value: float | None, suffix: str = "", digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def _percentile_table(folder: str) -> None:
     """Print and write (CSV, Markdown) the percentile table of every run under ``folder``."""
     from report.table import row_values, write_report
 
     root = Path(folder)
-    if not root.is_dir():
-        raise UserError(f"report folder {folder} does not exist; pass a results folder")
     rows, csv_path, md_path = write_report(root)
     if not rows:
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")

@@ -8,12 +8,14 @@ audit and sweep alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ class LaunchResult:
     run_dir: str | None
     results: dict[str, Any]
     message: str = ""
+    peak_rss_mb: float | None = None  # the test process's peak resident memory (wait4)
 
 
 def child_env() -> dict[str, str]:
@@ -53,8 +56,12 @@ def absolute_paths(config: RunConfig) -> RunConfig:
 
 
 def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None = None,
-           quiet: bool = False) -> LaunchResult:
-    """Run ``config`` in a child process and wait for it."""
+           quiet: bool = False, log_path: str | Path | None = None) -> LaunchResult:
+    """Run ``config`` in a child process and wait for it.
+
+    ``quiet`` discards the child's output; ``log_path`` keeps it (stdout and stderr) in a file.
+    The child's peak RSS comes from the kernel's accounting of that one process (``wait4``).
+    """
     with tempfile.TemporaryDirectory(prefix="quantmark-launch-") as tmp:
         config_path = Path(tmp) / "config.json"
         status_path = Path(tmp) / "status.json"
@@ -68,19 +75,48 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
             shutil.copyfile(audit_config_path(config.audit), Path(cwd) / "audit.config")
         config_path.write_text(config.to_json())
         command = [sys.executable, "-m", "quantmark.runner", str(config_path), str(status_path)]
-        output = subprocess.DEVNULL if quiet else None
-        try:
-            process = subprocess.run(command, cwd=cwd, env=child_env(), timeout=timeout_s,
-                                     stdout=output, check=False)
-        except subprocess.TimeoutExpired:
+        with contextlib.ExitStack() as stack:
+            output: Any = subprocess.DEVNULL if quiet else None
+            if log_path is not None:
+                Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+                output = stack.enter_context(open(log_path, "wb"))
+            process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=output,
+                                       stderr=subprocess.STDOUT if log_path else None)
+            returncode, peak_rss_mb = _wait(process, timeout_s)
+        if returncode is None:
             return LaunchResult("timeout", None, {},
-                                f"test did not finish within {timeout_s:.0f} s")
+                                f"test did not finish within {timeout_s:.0f} s", peak_rss_mb)
         if status_path.is_file():
             status = json.loads(status_path.read_text())
             return LaunchResult(status["status"], status.get("run_dir"),
-                                status.get("results", {}), status.get("message", ""))
+                                status.get("results", {}), status.get("message", ""),
+                                peak_rss_mb)
         return LaunchResult("crashed", None, {},
-                            f"test process exited with code {process.returncode} and no status")
+                            f"test process exited with code {returncode} and no status",
+                            peak_rss_mb)
+
+
+def _wait(process: subprocess.Popen, timeout_s: float | None) -> tuple[int | None, float | None]:
+    """Reap the child with ``wait4`` (its own peak RSS, in KiB on Linux); kill it past the
+    timeout. Returns (exit code or None on timeout, peak RSS in MiB)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    timed_out = False
+    try:
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                code = None if timed_out else process.returncode
+                return code, usage.ru_maxrss / 1024
+            if deadline is not None and time.monotonic() > deadline and not timed_out:
+                process.kill()
+                timed_out = True
+            time.sleep(0.05)
+    except BaseException:  # Ctrl-C or an error in the parent: never leave the child running
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+        raise
 
 
 def launch_or_raise(config: RunConfig, **kwargs: Any) -> LaunchResult:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from models.artifacts import artifact_size_bytes
 from quantmark.config import RunConfig
 from quantmark.errors import SutError, UserError
 from quantmark.hashing import atomic_write_json, atomic_write_text
@@ -83,9 +84,12 @@ def recipe_for(spec: Any, layout: str):
                             mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
 
 
-def measure(backend: Any, qsl: Any, batch_size: int, scenario: str):
+def measure(backend: Any, qsl: Any, batch_size: int, scenario: str,
+            times: dict[str, float] | None = None):
     """Warm up, then time batch 1 and batch ``batch_size`` on real samples (and, for Server,
-    single-sample queries through the SUT's worker path)."""
+    single-sample queries through the SUT's worker path). ``times["warmup_s"]`` gets the
+    warm-up's duration: where a framework compiles on first use (torch.compile, XLA), that is
+    its compile time."""
     from scenarios.settings import Measurement
     from sut.base import measure_query_path_s, time_predict
 
@@ -94,7 +98,10 @@ def measure(backend: Any, qsl: Any, batch_size: int, scenario: str):
     try:
         one = qsl.batch(indices[:1])
         full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
+        started = time.perf_counter()
         backend.warmup(full)
+        if times is not None:
+            times["warmup_s"] = time.perf_counter() - started
         latency = statistics.median(time_predict(backend.predict, one, WARMUP_SECONDS))
         batch_latency = (latency if batch_size == 1 else
                          statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
@@ -142,7 +149,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     workers = config.workers or max(1, int(getattr(backend, "preferred_workers", 1)))
     qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
                                           spec.performance_sample_count)
-    measurement = measure(backend, qsl, config.batch_size, config.scenario)
+    measurement = measure(backend, qsl, config.batch_size, config.scenario, times)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,
@@ -211,7 +218,9 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         "settings": {"mode": "quick" if config.quick else "official",
                      "quantmark_set": built.applied, "notes": built.notes, "workers": workers,
                      "measurement": vars(measurement)},
-        "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s},
+        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
+        "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s,
+                  "loadgen_started_at": started, "loadgen_ended_at": started + wall_s},
         "summary": summary.to_dict(),
         "machine": fingerprint.machine(),
         "software": fingerprint.software((info.framework,)),
@@ -248,7 +257,8 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
 
 
 def _artifact_record(artifact: Any) -> dict[str, Any]:
-    return {"artifact": str(artifact.path), "format": artifact.format,
+    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
+            "format": artifact.format,
             "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
             "source_hash": artifact.source_hash, "meta": artifact.meta}
 

@@ -37,11 +37,23 @@ def check_dataset(path: str | None) -> None:
                         "'<relative image path> <label>' per image")
 
 
+def validate_inputs(dataset_path: str | None, calibration_list: str | None,
+                    user_conf: str | None) -> None:
+    """The files a run reads: checked before minutes of work, not after."""
+    from models.zoo import MODEL_NAMES
+    from scenarios.userconf import parse_user_conf
+
+    check_dataset(dataset_path)
+    if calibration_list and not os.path.isfile(calibration_list):
+        raise UserError(f"calibration list {calibration_list} does not exist")
+    if user_conf:
+        parse_user_conf(user_conf, tuple(MODEL_NAMES))
+
+
 def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
-    from models.zoo import MODEL_NAMES, get_model
+    from models.zoo import get_model
     from scenarios.settings import validate_scenario
-    from scenarios.userconf import parse_user_conf
     from sut.registry import require_available
 
     validate_scenario(config.scenario)
@@ -57,9 +69,5 @@ def validate(config: RunConfig) -> None:
     if config.model_path and not os.path.isfile(config.model_path):
         raise UserError(f"model file {config.model_path} does not exist (model {config.model}, "
                         f"SUT {config.sut}); pass --model-path to an existing file")
-    check_dataset(config.dataset_path)
-    if config.calibration_list and not os.path.isfile(config.calibration_list):
-        raise UserError(f"calibration list {config.calibration_list} does not exist")
-    if config.user_conf:
-        parse_user_conf(config.user_conf, tuple(MODEL_NAMES))
+    validate_inputs(config.dataset_path, config.calibration_list, config.user_conf)
     check_output_writable(config.output)

@@ -62,3 +62,16 @@ def quick_all_tests(tmp_path_factory, quantmark_cache) -> tuple[subprocess.Compl
     proc = run_cli("--all-tests", "--scenario", "Offline", "--sut", "ort-int8", "--model",
                    "resnet50", "--user-conf", str(conf), "--output", str(out), timeout=1200)
     return proc, out
+
+
+SMALL_SWEEP = ("--models", "efficientnet-lite0", "--suts", "ort-fp32,ort-int8,trt-fp16",
+               "--scenarios", "Offline,SingleStream", "--batch-sizes", "1,8", "--seconds", "2")
+
+
+@pytest.fixture(scope="session")
+def small_sweep(tmp_path_factory, quantmark_cache) -> tuple[subprocess.CompletedProcess, Path]:
+    """``run.py sweep`` on the pretrained Lite0: ort-fp32 and ort-int8 (accuracy, Offline at
+    batch 1 and 8, SingleStream) and trt-fp16, which cannot run here (explained rows)."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep"
+    proc = run_cli("sweep", *SMALL_SWEEP, "--output", str(out), timeout=1200)
+    return proc, out

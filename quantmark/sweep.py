@@ -1,0 +1,228 @@
+"""Run a sweep: every cell in its own process, resumable, one manifest.
+
+``DIR/sweep.json`` records the settings and every cell's outcome; it is rewritten atomically
+after each cell, so Ctrl-C or a crash loses nothing finished, and running the same command
+again skips finished cells. A cell that cannot run (SUT unavailable here, a failure, a
+timeout) becomes an explained entry, never the end of the sweep. Each cell's LoadGen results
+tree is ``DIR/runs/<model>/<sut>/<scenario>-b<batch>-r<repeat>/`` (``.../accuracy/`` for the
+accuracy run) and its console output ``DIR/logs/<same>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from quantmark.config import RunConfig
+from quantmark.errors import UserError
+from quantmark.hashing import atomic_write_json
+from quantmark.launcher import launch
+from quantmark.paths import pid_alive
+from quantmark.sweep_plan import Cell, SweepSpec, cells
+from quantmark.trackers import Tracker
+
+MANIFEST = "sweep.json"
+LOCK = ".sweep.lock"
+SCHEMA = 1
+# Outcomes that count as finished: a rerun skips them. "unavailable" is checked again (the
+# framework may have been installed since); "interrupted" cells rerun.
+FINISHED = ("ok", "failed", "timeout", "crashed", "user_error")
+LOG_TAIL_CHARS = 400
+
+
+@dataclass
+class SweepOutcome:
+    root: Path
+    counts: dict[str, int]
+    ran: int
+
+
+def cell_dir(root: Path, cell: Cell) -> Path:
+    return root / "runs" / cell.id
+
+
+def cell_log(root: Path, cell: Cell) -> Path:
+    return root / "logs" / f"{cell.id}.log"
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """The sweep's manifest, or None when the folder holds no sweep yet."""
+    import json
+
+    path = root / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise UserError(f"{path} is not valid JSON; restore it or use a new --output") from None
+    if data.get("schema") != SCHEMA:
+        raise UserError(f"{path} was written by another quantmark version; use a new --output")
+    return data
+
+
+class _Lock:
+    """One sweep per folder at a time: two writers would each lose the other's cells."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK
+
+    def __enter__(self) -> _Lock:
+        if self.path.is_file():
+            text = self.path.read_text().strip()
+            if text.isdigit() and pid_alive(int(text)) and int(text) != os.getpid():
+                raise UserError(f"another sweep (pid {text}) is writing {self.path.parent}; "
+                                "wait for it or use another --output")
+        self.path.write_text(str(os.getpid()))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
+              console: Console | None = None) -> SweepOutcome:
+    """Run every unfinished cell of ``spec``; return how the cells ended."""
+    from sut.registry import SUTS, availability
+
+    console = console or Console()
+    root = Path(spec.output)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(root) or {"schema": SCHEMA, "settings": spec.measuring_settings(),
+                                       "cells": {}}
+    if manifest["settings"] != spec.measuring_settings():
+        changed = sorted(k for k, v in spec.measuring_settings().items()
+                         if manifest["settings"].get(k) != v)
+        raise UserError(f"{root} holds a sweep measured with other settings "
+                        f"({', '.join(changed)}); keep them to resume, or use a new --output")
+    plan = cells(spec)
+    manifest["spec"] = {k: v for k, v in vars(spec).items()}
+    entries: dict[str, Any] = manifest["cells"]
+    done = ("ok",) if retry_failed else FINISHED
+    todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
+    ran = 0
+    if len(plan) > len(todo):
+        console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
+                      "cells already finished")
+    with _Lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
+        for cell in todo:
+            ok, reason = availability(SUTS[cell.sut])
+            if not ok:
+                entry = {**cell.to_dict(), "status": "unavailable", "message": reason}
+            else:
+                advance(cell.id, None)
+                entry = _run_cell(root, spec, cell, console)
+                ran += 1
+            entries[cell.id] = {**entry, "finished_at": time.time()}
+            atomic_write_json(root / MANIFEST, manifest)
+            advance(cell.id, _line(entries[cell.id]))
+    counts: dict[str, int] = {}
+    for cell in plan:
+        status = entries[cell.id]["status"]
+        counts[status] = counts.get(status, 0) + 1
+    return SweepOutcome(root, counts, ran)
+
+
+@contextmanager
+def _progress(console: Console, total: int, completed: int) -> Iterator[Any]:
+    """A rich progress bar with ETA on a terminal; elsewhere (CI, a log file) one flushed line
+    per cell with its own ETA: the average cell so far times the cells left."""
+    if console.is_terminal:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=console) as bar:
+            task = bar.add_task("sweep", total=total, completed=completed)
+
+            def advance(cell_id: str, line: str | None) -> None:
+                if line is None:
+                    bar.update(task, description=escape(cell_id))
+                else:
+                    bar.advance(task)
+                    console.print(line)
+
+            yield advance
+        return
+    started, done = time.monotonic(), [completed]
+
+    def advance_plain(cell_id: str, line: str | None) -> None:
+        if line is None:
+            return
+        done[0] += 1
+        ran = done[0] - completed
+        left = (time.monotonic() - started) / ran * (total - done[0])
+        console.print(f"[{done[0]}/{total}, ETA {time.strftime('%H:%M:%S', time.gmtime(left))}]"
+                      f" {line}")
+        console.file.flush()
+
+    yield advance_plain
+
+
+def _run_cell(root: Path, spec: SweepSpec, cell: Cell, console: Console) -> dict[str, Any]:
+    config = RunConfig(
+        scenario=cell.scenario, sut=cell.sut, model=cell.model, mode=cell.mode,
+        quick=not spec.official, dataset_path=spec.dataset_path,
+        calibration_list=spec.calibration_list, user_conf=spec.user_conf,
+        output=str(cell_dir(root, cell)), batch_size=cell.batch_size, threads=spec.threads,
+        quick_duration_ms=int(spec.seconds * 1000))
+    log = cell_log(root, cell)
+    started = time.time()
+    try:
+        with Tracker() as tracker:
+            result = launch(config, timeout_s=spec.timeout, log_path=log)
+    except KeyboardInterrupt:
+        console.print(f"interrupted during {escape(cell.id)}: finished cells are kept in "
+                      f"{escape(str(root / MANIFEST))}; run the same command to resume")
+        raise
+    entry: dict[str, Any] = {**cell.to_dict(), "status": result.status,
+                             "message": "",
+                             "wall_s": round(time.time() - started, 2),
+                             "peak_rss_mb": (round(result.peak_rss_mb, 1)
+                                             if result.peak_rss_mb else None),
+                             "log": str(log.relative_to(root))}
+    if result.status == "ok" and result.run_dir:
+        times = result.results.get("times", {})
+        summary = result.results.get("summary", {})
+        entry["run_dir"] = str(Path(result.run_dir).resolve().relative_to(root.resolve()))
+        entry["trackers"] = tracker.report(times.get("loadgen_started_at"),
+                                           times.get("loadgen_ended_at"),
+                                           summary.get("samples_per_second"))
+    else:
+        entry["message"] = result.message or _log_tail(log)
+    return entry
+
+
+def _log_tail(log: Path) -> str:
+    """The last line of a failed cell's output that says something, for the explained row."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-LOG_TAIL_CHARS:] if lines else ""
+
+
+def _line(entry: dict[str, Any]) -> str:
+    cell = Cell(**{k: entry[k] for k in ("model", "sut", "scenario", "batch_size", "repeat",
+                                         "mode")})
+    status = entry["status"]
+    if status == "ok":
+        text = f"[green]ok[/] {escape(cell.id)} ({entry.get('wall_s', 0):.0f} s)"
+    else:
+        text = f"[red]{status}[/] {escape(cell.id)}: {escape(entry.get('message', ''))}"
+    return text

@@ -1,0 +1,335 @@
+"""The characterization table: every configuration of one or more sweeps (or results folders).
+
+Numbers come from LoadGen's own detail logs; ``results.json`` beside each log says what ran
+(SUT, model, batch size, executed precision, times, artifact); a sweep's ``sweep.json`` adds
+the cells that did not run (the reason) and what was tracked from outside the run (peak RSS,
+energy). Folders from several machines merge: configurations are keyed by the machine that
+ran them. Derived figures (speedups, accuracy change, agreement) are computed here, in one
+place, from those numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quantmark.hashing import hash_json
+from report.accuracy import decode_predictions
+from report.loadgen_log import LogError, RunSummary, summarize_file
+
+SWEEP_MANIFEST = "sweep.json"
+# results.json "times" keys the runner itself writes; every other key is an artifact's
+# conversion / quantization step (export_s, quantize_s, calibration_s, tflite_convert_s ...)
+RUNNER_TIMES = ("prepare_s", "load_s", "warmup_s", "loadgen_wall_s", "loadgen_started_at",
+                "loadgen_ended_at")
+
+
+@dataclass
+class Run:
+    """One finished LoadGen performance run (one repeat of one configuration)."""
+
+    folder: Path
+    summary: RunSummary
+    results: dict[str, Any]
+    tracked: dict[str, Any] = field(default_factory=dict)  # the sweep's entry for the cell
+
+
+@dataclass
+class Explained:
+    """A configuration that has no result, and why."""
+
+    system: str
+    model: str
+    sut: str
+    scenario: str
+    batch_size: int
+    mode: str
+    status: str
+    message: str
+
+
+@dataclass
+class Config:
+    """One (system, model, SUT, scenario, batch size): its repeats and derived figures."""
+
+    system: str
+    model: str
+    sut: str
+    scenario: str
+    batch_size: int
+    runs: list[Run]
+    derived: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        return family(self.sut)
+
+    @property
+    def variant(self) -> str:
+        return variant(self.sut)
+
+    @property
+    def first(self) -> dict[str, Any]:
+        return self.runs[0].results
+
+    @property
+    def latency_metric(self) -> bool:
+        return self.runs[0].summary.metric_unit == "ns"
+
+    def metric_values(self) -> list[float]:
+        return [r.summary.metric_value for r in self.runs if r.summary.metric_value is not None]
+
+    @property
+    def metric(self) -> float | None:
+        values = self.metric_values()
+        return statistics.fmean(values) if values else None
+
+
+@dataclass
+class Study:
+    """Everything the report shows."""
+
+    configs: list[Config]
+    explained: list[Explained]
+    accuracy: dict[tuple[str, str, str], dict[str, Any]]  # (system, model, sut) -> record
+    machines: dict[str, dict[str, Any]]
+    folders: list[Path]
+
+    def keys(self, *names: str) -> list[tuple]:
+        """Distinct values of the named Config attributes, in first-seen order."""
+        return list(dict.fromkeys(tuple(getattr(c, n) for n in names) for c in self.configs))
+
+
+def family(sut: str) -> str:
+    """The framework part of a SUT name (``ort`` of ``ort-int8``)."""
+    return sut.split("-", 1)[0]
+
+
+def variant(sut: str) -> str:
+    """The precision part of a SUT name (``int8`` of ``ort-int8``)."""
+    return sut.split("-", 1)[1] if "-" in sut else sut
+
+
+def is_fp32(sut: str) -> bool:
+    return variant(sut) == "fp32"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def load(folders: list[str | Path]) -> Study:
+    """Read every run under ``folders`` (quantmark results or sweep folders)."""
+    runs: list[Run] = []
+    explained: list[Explained] = []
+    accuracy: dict[tuple[str, str, str], dict[str, Any]] = {}
+    machines: dict[str, dict[str, Any]] = {}
+    roots = [Path(f) for f in folders]
+    for root in roots:
+        manifest = _read_json(root / SWEEP_MANIFEST)
+        tracked = {entry["run_dir"]: entry for entry in manifest.get("cells", {}).values()
+                   if entry.get("run_dir")}
+        host = ""
+        for detail in sorted(root.rglob("mlperf_log_detail.txt")):
+            folder = detail.parent
+            relative = folder.relative_to(root)
+            if any(part.startswith(".") for part in relative.parts):
+                continue  # a run in progress
+            results = _read_json(folder / "results.json")
+            config = results.get("config")
+            if not config or config.get("audit"):
+                continue  # not quantmark's, or a compliance test
+            try:
+                summary = summarize_file(detail)
+            except LogError:
+                continue
+            system = str(results.get("machine", {}).get("hostname", "unknown"))
+            host = host or system
+            machines.setdefault(system, {**results.get("machine", {}),
+                                         "software": results.get("software", {})})
+            if folder.name.endswith(".failed"):
+                if manifest:
+                    continue  # the sweep's entry for the cell says why
+                explained.append(Explained(system, config["model"], config["sut"],
+                                           summary.scenario, config["batch_size"],
+                                           config["mode"], "failed", f"logs in {relative}"))
+            elif config["mode"] == "accuracy":
+                accuracy[(system, config["model"], config["sut"])] = {
+                    **(results.get("accuracy") or {}), "folder": folder,
+                    "weights": results.get("model", {}).get("weights", "")}
+            else:
+                runs.append(Run(folder, summary, results, tracked.get(str(relative), {})))
+        for entry in manifest.get("cells", {}).values():
+            if entry.get("status") != "ok":
+                explained.append(Explained(host or "this machine", entry["model"], entry["sut"],
+                                           entry["scenario"], entry["batch_size"],
+                                           entry["mode"], entry["status"],
+                                           entry.get("message", "")))
+    grouped: dict[tuple, list[Run]] = {}
+    for run in runs:
+        config = run.results["config"]
+        key = (str(run.results.get("machine", {}).get("hostname", "unknown")), config["model"],
+               config["sut"], run.summary.scenario, int(config["batch_size"]))
+        grouped.setdefault(key, []).append(run)
+    configs = [Config(*key, runs=group) for key, group in grouped.items()]
+    study = Study(configs, explained, accuracy, machines, roots)
+    derive(study)
+    return study
+
+
+def fingerprint_id(results: dict[str, Any]) -> str:
+    """A short hash of what decides a number besides the SUT: software, machine, artifact,
+    dataset, calibration and the run's settings. Equal ids: the same setup."""
+    machine = results.get("machine", {})
+    settings = results.get("settings", {})
+    return hash_json({
+        "software": results.get("software"),
+        "cpu": [machine.get("cpu_model"), machine.get("cpu_flags"), machine.get("usable_cpus")],
+        "artifact": [results.get("model", {}).get("key"),
+                     results.get("model", {}).get("source_hash")],
+        "dataset": results.get("dataset", {}).get("fingerprint"),
+        "calibration": (results.get("calibration") or {}).get("hash"),
+        "settings": [settings.get("mode"), settings.get("workers"),
+                     results.get("config", {}).get("threads")],
+    }, length=12)
+
+
+def _spread(values: list[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+def _speedup(config: Config, reference: Config | None) -> float | None:
+    mine, theirs = config.metric, reference.metric if reference else None
+    if not mine or not theirs:
+        return None
+    return theirs / mine if config.latency_metric else mine / theirs
+
+
+def _agreement(study: Study, key: tuple[str, str, str], reference: tuple[str, str, str],
+               cache: dict) -> float | None:
+    """Percent of samples whose top-1 class equals the FP32 SUT's: what quantization changed,
+    meaningful even for random weights, where top-1 accuracy is at chance level."""
+    if key not in study.accuracy or reference not in study.accuracy:
+        return None
+    for k in (key, reference):
+        if k not in cache:
+            log = study.accuracy[k]["folder"] / "mlperf_log_accuracy.json"
+            cache[k] = decode_predictions(log)[0] if log.is_file() else {}
+    mine, theirs = cache[key], cache[reference]
+    common = set(mine) & set(theirs)
+    if not common:
+        return None
+    return 100.0 * sum(mine[i] == theirs[i] for i in common) / len(common)
+
+
+def derive(study: Study) -> None:
+    """Fill every config's ``derived`` figures (means over repeats, ratios, accuracy)."""
+    by_key = {(c.system, c.model, c.sut, c.scenario, c.batch_size): c for c in study.configs}
+    agreement_cache: dict = {}
+    for config in study.configs:
+        results = config.first
+        summaries = [r.summary for r in config.runs]
+        fp32 = by_key.get((config.system, config.model, f"{config.family}-fp32", config.scenario,
+                           config.batch_size))
+        fp32_peers = [c for c in study.configs
+                      if is_fp32(c.sut) and (c.system, c.model, c.scenario, c.batch_size) ==
+                      (config.system, config.model, config.scenario, config.batch_size)
+                      and c.metric]
+        best = (min(fp32_peers, key=lambda c: c.metric) if config.latency_metric else
+                max(fp32_peers, key=lambda c: c.metric)) if fp32_peers else None
+        times = [r.results.get("times", {}) for r in config.runs]
+        conversion = {k: v for k, v in times[0].items()
+                      if k not in RUNNER_TIMES and isinstance(v, int | float)}
+        acc_key = (config.system, config.model, config.sut)
+        fp32_acc_key = (config.system, config.model, f"{config.family}-fp32")
+        top1 = study.accuracy.get(acc_key, {}).get("top1")
+        fp32_top1 = study.accuracy.get(fp32_acc_key, {}).get("top1")
+        samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]
+        tracked = [r.tracked for r in config.runs]
+        energy = [(t.get("trackers") or {}).get("energy") for t in tracked]
+        energy = [e for e in energy if e]
+        rss = [t["peak_rss_mb"] for t in tracked if t.get("peak_rss_mb")]
+        gpu = [(t.get("trackers") or {}).get("gpu_memory_mb") for t in tracked]
+        gpu = [g for g in gpu if g is not None]
+        metric_values = config.metric_values()
+        config.derived = {
+            "n": len(config.runs),
+            "validity": ("VALID" if all(s.validity == "VALID" for s in summaries) else
+                         f"INVALID ({sum(s.validity != 'VALID' for s in summaries)} of "
+                         f"{len(summaries)})"),
+            "run_kind": results.get("settings", {}).get("mode", "unknown"),
+            "metric_name": summaries[0].metric_name,
+            "metric_unit": summaries[0].metric_unit,
+            "metric": config.metric,
+            "metric_std": _spread(metric_values),
+            "metric_min": min(metric_values) if metric_values else None,
+            "metric_max": max(metric_values) if metric_values else None,
+            "samples_per_s": statistics.fmean(samples) if samples else None,
+            "samples_per_s_std": _spread(samples),
+            "percentiles_ns": {p: statistics.fmean(s.percentiles_ns[p] for s in summaries)
+                               for p in summaries[0].percentiles_ns
+                               if all(p in s.percentiles_ns for s in summaries)},
+            "speedup_vs_fp32": _speedup(config, fp32),
+            "speedup_vs_best_fp32": _speedup(config, best),
+            "best_fp32": best.sut if best else None,
+            "top1": top1,
+            "top1_change_vs_fp32": (top1 - fp32_top1 if top1 is not None and
+                                    fp32_top1 is not None else None),
+            "agreement_with_fp32": _agreement(study, acc_key, fp32_acc_key, agreement_cache),
+            "weights": results.get("model", {}).get("weights", ""),
+            "model_size_mb": (results.get("model", {}).get("size_bytes") or 0) / 2**20 or None,
+            "conversion_s": sum(conversion.values()) if conversion else None,
+            "conversion_steps": conversion,
+            "prepare_s": statistics.fmean(t.get("prepare_s", 0.0) for t in times),
+            "load_s": statistics.fmean(t.get("load_s", 0.0) for t in times),
+            "warmup_s": (statistics.fmean(t["warmup_s"] for t in times)
+                         if all("warmup_s" in t for t in times) else None),
+            "peak_rss_mb": max(rss) if rss else None,
+            "gpu_memory_mb": max(gpu) if gpu else None,
+            "energy_j_per_sample": (statistics.fmean(e["joules_per_sample"] for e in energy)
+                                    if energy and all(e.get("joules_per_sample")
+                                                      for e in energy) else None),
+            "power_w": statistics.fmean(e["watts"] for e in energy) if energy else None,
+            "executed_precision": str(results.get("sut", {}).get("executed_precision", "")),
+            "fingerprint": fingerprint_id(results),
+            "workers": results.get("settings", {}).get("workers"),
+        }
+
+
+def batch_scan(study: Study) -> list[dict[str, Any]]:
+    """Per (system, model, SUT): the Offline batch size with the best throughput, and the
+    SingleStream latency at batch 1."""
+    rows = []
+    for system, model, sut in study.keys("system", "model", "sut"):
+        mine = [c for c in study.configs if (c.system, c.model, c.sut) == (system, model, sut)]
+        offline = [c for c in mine if c.scenario == "Offline" and c.derived["samples_per_s"]]
+        single = next((c for c in mine if c.scenario == "SingleStream" and c.batch_size == 1),
+                      None)
+        best = max(offline, key=lambda c: c.derived["samples_per_s"]) if offline else None
+        rows.append({
+            "system": system, "model": model, "sut": sut,
+            "batch_sizes": sorted(c.batch_size for c in offline),
+            "best_batch": best.batch_size if best else None,
+            "best_samples_per_s": best.derived["samples_per_s"] if best else None,
+            "single_stream_ms": (single.metric / 1e6 if single and single.metric else None),
+        })
+    return rows
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats: lower latency (x) and higher accuracy (y)
+    at once. Sorted by latency."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front: list[int] = []
+    best_accuracy = float("-inf")
+    for i in order:
+        if points[i][1] > best_accuracy:
+            front.append(i)
+            best_accuracy = points[i][1]
+    return front

@@ -1,0 +1,294 @@
+"""Write the characterization report: report.md, report.csv, runs.csv, report.html, figures/.
+
+``report.csv`` has one row per configuration (means over repeats, with their spread);
+``runs.csv`` one row per LoadGen run, every number as LoadGen logged it. ``report.html`` is
+self-contained (figures embedded), so it can be mailed or attached as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quantmark.hashing import atomic_write_bytes, atomic_write_text
+from report.characterize import Config, Study, batch_scan, load
+from report.figures import Figure, all_figures
+from report.loadgen_log import PERCENTILES
+
+
+@dataclass
+class Written:
+    study: Study
+    files: list[Path]
+
+
+def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def _metric(config: Config) -> str:
+    d = config.derived
+    if d["metric"] is None:
+        return "-"
+    scale, unit = (1e6, " ms") if d["metric_unit"] == "ns" else (1.0, "/s")
+    text = f"{d['metric'] / scale:.3f}{unit}" if scale != 1 else f"{d['metric']:.1f}{unit}"
+    if d["metric_std"] is not None:
+        text += f" ± {d['metric_std'] / scale:.3g}"
+    return text
+
+
+def _pct(config: Config, key: str) -> str:
+    value = config.derived["percentiles_ns"].get(key)
+    return "-" if value is None else f"{value / 1e6:.2f}"
+
+
+# (header, value) of the summary tables shown in Markdown and HTML
+COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
+    ("SUT", lambda c: c.sut),
+    ("executed", lambda c: c.derived["executed_precision"] or "-"),
+    ("batch", lambda c: str(c.batch_size)),
+    ("n", lambda c: str(c.derived["n"])),
+    ("validity", lambda c: c.derived["validity"]),
+    ("official metric", _metric),
+    ("samples/s", lambda c: _num(c.derived["samples_per_s"], 1)),
+    ("× fw FP32", lambda c: _num(c.derived["speedup_vs_fp32"], 2, "×")),
+    ("× best FP32", lambda c: _num(c.derived["speedup_vs_best_fp32"], 2, "×")),
+    ("top-1 %", lambda c: _num(c.derived["top1"], 2)),
+    ("Δ top-1 pts", lambda c: _num(c.derived["top1_change_vs_fp32"], 2)),
+    ("agree FP32 %", lambda c: _num(c.derived["agreement_with_fp32"], 1)),
+    ("p50 ms", lambda c: _pct(c, "50.00")),
+    ("p90 ms", lambda c: _pct(c, "90.00")),
+    ("p95 ms", lambda c: _pct(c, "95.00")),
+    ("p97 ms", lambda c: _pct(c, "97.00")),
+    ("p99 ms", lambda c: _pct(c, "99.00")),
+    ("p99.9 ms", lambda c: _pct(c, "99.90")),
+    ("size MB", lambda c: _num(c.derived["model_size_mb"], 1)),
+    ("convert s", lambda c: _num(c.derived["conversion_s"], 1)),
+    ("load s", lambda c: _num(c.derived["load_s"], 2)),
+    ("warm-up s", lambda c: _num(c.derived["warmup_s"], 2)),
+    ("peak RSS MB", lambda c: _num(c.derived["peak_rss_mb"], 0)),
+    ("J/sample*", lambda c: _num(c.derived["energy_j_per_sample"], 4)),
+    ("fingerprint", lambda c: c.derived["fingerprint"]),
+]
+
+CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
+              "run_kind", "validity", "metric_name", "metric_unit", "metric_mean", "metric_std",
+              "metric_min", "metric_max", "samples_per_s_mean", "samples_per_s_std",
+              *[f"p{p.rstrip('0').rstrip('.')}_ms_mean" for p in PERCENTILES],
+              "speedup_vs_fp32", "speedup_vs_best_fp32", "best_fp32", "top1",
+              "top1_change_vs_fp32_pts", "agreement_with_fp32_pct", "weights", "model_size_mb",
+              "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
+              "peak_rss_mb", "gpu_memory_mb", "energy_j_per_sample_informative",
+              "power_w_informative", "executed_precision", "fingerprint", "workers"]
+RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
+               "metric_name", "metric_value", "metric_unit", "samples_per_s", "min_latency_ns",
+               "mean_latency_ns", "max_latency_ns",
+               *[f"p{p.rstrip('0').rstrip('.')}_latency_ns" for p in PERCENTILES], "path"]
+
+
+def _raw(value: Any) -> str:
+    """Full precision for the CSVs: they must equal LoadGen's logs, not a rounding of them."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _csv(header: list[str], rows: list[list[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([[_raw(v) for v in row] for row in rows])
+    return buffer.getvalue()
+
+
+def report_csv(study: Study) -> str:
+    rows = []
+    for c in study.configs:
+        d = c.derived
+        ms = [d["percentiles_ns"].get(p) for p in PERCENTILES]
+        rows.append([
+            c.system, c.model, c.sut, c.family, c.variant, c.scenario, c.batch_size, d["n"],
+            d["run_kind"], d["validity"], d["metric_name"], d["metric_unit"], d["metric"],
+            d["metric_std"], d["metric_min"], d["metric_max"], d["samples_per_s"],
+            d["samples_per_s_std"], *[None if v is None else v / 1e6 for v in ms],
+            d["speedup_vs_fp32"], d["speedup_vs_best_fp32"], d["best_fp32"], d["top1"],
+            d["top1_change_vs_fp32"], d["agreement_with_fp32"], d["weights"],
+            d["model_size_mb"], d["conversion_s"],
+            "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()), d["prepare_s"],
+            d["load_s"], d["warmup_s"], d["peak_rss_mb"], d["gpu_memory_mb"],
+            d["energy_j_per_sample"], d["power_w"], d["executed_precision"], d["fingerprint"],
+            d["workers"]])
+    return _csv(CSV_HEADER, rows)
+
+
+def runs_csv(study: Study) -> str:
+    rows = []
+    for c in study.configs:
+        for run in c.runs:
+            s = run.summary
+            rows.append([c.system, c.model, c.sut, c.scenario, c.batch_size,
+                         run.tracked.get("repeat", 1), s.validity, s.metric_name,
+                         s.metric_value, s.metric_unit, s.samples_per_second, s.min_latency_ns,
+                         s.mean_latency_ns, s.max_latency_ns,
+                         *[s.percentiles_ns.get(p) for p in PERCENTILES], str(run.folder)])
+    return _csv(RUNS_HEADER, rows)
+
+
+def _sections(study: Study) -> list[tuple[str, list[Config]]]:
+    """(title, configs) per machine, model and scenario, the fp32 of each framework first."""
+    out = []
+    for system, model, scenario in sorted(study.keys("system", "model", "scenario")):
+        mine = [c for c in study.configs if (c.system, c.model, c.scenario) ==
+                (system, model, scenario)]
+        out.append((f"{model} — {scenario} — {system}", mine))
+    return out
+
+
+def _notes(study: Study) -> list[str]:
+    notes = []
+    kinds = {c.derived["run_kind"] for c in study.configs}
+    if "quick" in kinds:
+        notes.append("Quick runs: shortened duration and query counts, NOT VALID FOR "
+                     "SUBMISSION; expected QPS/latency came from a measurement, not a guess.")
+    weights = {c.model: c.derived["weights"] for c in study.configs}
+    for model, text in sorted(weights.items()):
+        if "random" in text.lower():
+            notes.append(f"{model} has random weights ({text}): its top-1 is at chance level. "
+                         "`agree FP32 %` (share of samples whose class equals the same "
+                         "framework's FP32 SUT) is what shows a precision's accuracy cost.")
+    notes.append("`× fw FP32`: vs the same framework's FP32 SUT; `× best FP32`: vs the fastest "
+                 "FP32 SUT of any framework (same machine, model, scenario, batch). Latency "
+                 "scenarios compare the official latency, throughput ones samples/s.")
+    notes.append("*Energy is informative only: whole-package counters (RAPL, NVML) over "
+                 "LoadGen's run, which include every other process; `-` where the machine "
+                 "exposes no counter.")
+    notes.append("Peak RSS: the test process's peak resident memory, kernel-accounted (it "
+                 "includes the dataset the QSL holds).")
+    return notes
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _explained_rows(study: Study) -> list[list[str]]:
+    return [[e.system, e.model, e.sut, e.scenario if e.mode != "accuracy" else "accuracy",
+             str(e.batch_size), e.status, e.message] for e in study.explained]
+
+
+EXPLAINED_HEADER = ["system", "model", "SUT", "run", "batch", "status", "why"]
+SCAN_HEADER = ["system", "model", "SUT", "Offline batch sizes", "best batch", "best samples/s",
+               "SingleStream ms (batch 1)"]
+
+
+def _scan_rows(study: Study) -> list[list[str]]:
+    return [[r["system"], r["model"], r["sut"], ",".join(map(str, r["batch_sizes"])) or "-",
+             str(r["best_batch"] or "-"), _num(r["best_samples_per_s"], 1),
+             _num(r["single_stream_ms"], 3)] for r in batch_scan(study)]
+
+
+def _machine_rows(study: Study) -> list[list[str]]:
+    rows = []
+    for host, m in study.machines.items():
+        software = ", ".join(f"{k} {v}" for k, v in (m.get("software") or {}).items() if v)
+        rows.append([host, str(m.get("cpu_model", "")), str(m.get("arch", "")),
+                     str(m.get("usable_cpus", "")), " ".join(m.get("cpu_flags") or []),
+                     software])
+    return rows
+
+
+MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "software"]
+
+
+def to_markdown(study: Study, figures: list[Figure]) -> str:
+    lines = ["# quantmark characterization report", "",
+             "Sources: " + ", ".join(f"`{f}`" for f in study.folders), "", "## Machines", ""]
+    lines += _md_table(MACHINE_HEADER, _machine_rows(study))
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
+    for title, configs in _sections(study):
+        lines += ["", f"## {title}", ""]
+        lines += _md_table([h for h, _ in COLUMNS], [[f(c) for _, f in COLUMNS] for c in configs])
+    lines += ["", "## Batch-size scan", ""] + _md_table(SCAN_HEADER, _scan_rows(study))
+    if study.explained:
+        lines += ["", "## Cells without a result", ""]
+        lines += _md_table(EXPLAINED_HEADER, _explained_rows(study))
+    lines += ["", "## Figures", ""]
+    lines += [f"### {f.title}\n\n![{f.alt}](figures/{f.filename})\n" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:8px 0 20px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+.bad{color:#b00}img{max-width:100%;border:1px solid #eee;margin:6px 0 18px}
+.wrap{overflow-x:auto}li{margin:3px 0}"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], bad_column: int | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, value in enumerate(row):
+            flag = ' class="bad"' if i == bad_column and not value.startswith("VALID") else ""
+            cells.append(f"<td{flag}>{html.escape(value)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="wrap"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def to_html(study: Study, figures: list[Figure]) -> str:
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
+             "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
+             "</head><body><h1>quantmark characterization report</h1>",
+             "<p>Sources: " + ", ".join(html.escape(str(f)) for f in study.folders) + "</p>",
+             "<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study)),
+             "<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(study))
+             + "</ul>"]
+    validity = [h for h, _ in COLUMNS].index("validity")
+    for title, configs in _sections(study):
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(_html_table([h for h, _ in COLUMNS],
+                                 [[f(c) for _, f in COLUMNS] for c in configs], validity))
+    parts += ["<h2>Batch-size scan</h2>", _html_table(SCAN_HEADER, _scan_rows(study))]
+    if study.explained:
+        parts += ["<h2>Cells without a result</h2>",
+                  _html_table(EXPLAINED_HEADER, _explained_rows(study))]
+    parts.append("<h2>Figures</h2>")
+    for figure in figures:
+        data = base64.b64encode(figure.png).decode()
+        parts.append(f"<h3>{html.escape(figure.title)}</h3><img alt='{html.escape(figure.alt)}'"
+                     f" src='data:image/png;base64,{data}'>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write(folders: list[str | Path], output: str | Path) -> Written:
+    """Read ``folders`` and write every report file into ``output``."""
+    study = load(folders)
+    out = Path(output)
+    figures = all_figures(study)
+    files = []
+    for figure in figures:
+        path = out / "figures" / figure.filename
+        atomic_write_bytes(path, figure.png)
+        files.append(path)
+    for stale in (out / "figures").glob("*.png"):  # from an earlier report of other cells
+        if stale not in files:
+            stale.unlink()
+    for name, text in (("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
+                       ("report.md", to_markdown(study, figures)),
+                       ("report.html", to_html(study, figures))):
+        atomic_write_text(out / name, text)
+        files.append(out / name)
+    return Written(study, files)

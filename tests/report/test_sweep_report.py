@@ -1,0 +1,173 @@
+"""The characterization report: numbers equal the LoadGen logs, HTML renders in Chromium,
+folders of several machines merge."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from report.characterize import pareto_front
+from tests.conftest import run_cli
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync")
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def loadgen_summary(run_dir: Path) -> dict[str, str]:
+    """LoadGen's own human-readable summary, ``key : value`` lines."""
+    values = {}
+    for line in (run_dir / "mlperf_log_summary.txt").read_text().splitlines():
+        if " : " in line:
+            key, value = line.split(" : ", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def classes(accuracy_log: Path) -> dict[int, float]:
+    """Each sample's class as the SUT answered it (first response), decoded here from the
+    raw log, independently of the report's code."""
+    out: dict[int, float] = {}
+    for entry in json.loads(accuracy_log.read_text()):
+        out.setdefault(entry["qsl_idx"], struct.unpack("<f", bytes.fromhex(entry["data"]))[0])
+    return out
+
+
+def test_pareto_front_keeps_only_points_nothing_beats():
+    points = [(5.0, 70.0), (3.0, 69.0), (4.0, 71.0), (6.0, 71.0), (2.0, 60.0), (3.0, 65.0)]
+    assert pareto_front(points) == [4, 1, 2]
+
+
+@pytest.mark.slow
+def test_report_numbers_equal_the_cells_loadgen_logs(small_sweep):
+    _, out = small_sweep
+    runs = read_csv(out / "runs.csv")
+    assert len(runs) == 6
+    by_config = {}
+    for row in runs:
+        log = loadgen_summary(Path(row["path"]))
+        assert row["validity"] == log["Result is"]
+        if row["scenario"] == "Offline":  # the summary prints 2 decimals
+            assert float(row["metric_value"]) == pytest.approx(
+                float(log["Samples per second"]), abs=0.006)
+        else:
+            text = (Path(row["path"]) / "mlperf_log_summary.txt").read_text()
+            estimate = re.search(r"Early stopping 90.0th percentile estimate: (\d+)", text)
+            assert int(float(row["metric_value"])) == int(estimate[1])
+        for key, name in (("p50_latency_ns", "50.00"), ("p90_latency_ns", "90.00"),
+                          ("p99.9_latency_ns", "99.90")):
+            assert int(row[key]) == int(log[f"{name} percentile latency (ns)"])
+        by_config[(row["sut"], row["scenario"], row["batch_size"])] = row
+    report = read_csv(out / "report.csv")
+    assert len(report) == 6
+    for row in report:
+        raw = by_config[(row["sut"], row["scenario"], row["batch_size"])]
+        assert row["n"] == "1"
+        assert float(row["metric_mean"]) == float(raw["metric_value"])  # one run: its value
+        assert float(row["p90_ms_mean"]) * 1e6 == pytest.approx(int(raw["p90_latency_ns"]),
+                                                               abs=1e-3)
+        fp32 = by_config[("ort-fp32", row["scenario"], row["batch_size"])]
+        mine, theirs = float(raw["metric_value"]), float(fp32["metric_value"])
+        expected = theirs / mine if row["metric_unit"] == "ns" else mine / theirs
+        assert float(row["speedup_vs_fp32"]) == pytest.approx(expected, rel=1e-9)
+        assert float(row["speedup_vs_best_fp32"]) == pytest.approx(expected, rel=1e-9)
+        assert row["executed_precision"] == ("int8" if row["sut"] == "ort-int8" else "fp32")
+        assert float(row["model_size_mb"]) > 1 and float(row["load_s"]) > 0
+        assert float(row["peak_rss_mb"]) > 100
+    # accuracy: top-1 as accuracy.txt says, agreement recomputed from the raw logs
+    accuracy_dirs = {sut: next((out / "runs/efficientnet-lite0" / sut / "accuracy").rglob(
+        "accuracy.txt")).parent for sut in ("ort-fp32", "ort-int8")}
+    top1 = {sut: float(re.match(r"accuracy=([\d.]+)%", (d / "accuracy.txt").read_text())[1])
+            for sut, d in accuracy_dirs.items()}
+    fp32_classes = classes(accuracy_dirs["ort-fp32"] / "mlperf_log_accuracy.json")
+    int8_classes = classes(accuracy_dirs["ort-int8"] / "mlperf_log_accuracy.json")
+    agreement = 100 * sum(int8_classes[i] == fp32_classes[i] for i in fp32_classes) / len(
+        fp32_classes)
+    for row in report:
+        assert float(row["top1"]) == pytest.approx(top1[row["sut"]], abs=5e-4)
+        assert float(row["top1_change_vs_fp32_pts"]) == pytest.approx(
+            top1[row["sut"]] - top1["ort-fp32"], abs=1e-3)
+        expected = 100.0 if row["sut"] == "ort-fp32" else agreement
+        assert float(row["agreement_with_fp32_pct"]) == pytest.approx(expected)
+    assert 80 < agreement < 100  # INT8 changes some answers, not most
+    # the batch-size scan: the best Offline batch is the faster of the two runs
+    offline = {b: float(by_config[("ort-int8", "Offline", b)]["metric_value"]) for b in "18"}
+    markdown = (out / "report.md").read_text()
+    best = max(offline, key=offline.get)
+    assert re.search(rf"\| \S+ \| efficientnet-lite0 \| ort-int8 \| 1,8 \| {best} \|", markdown)
+    assert "| trt-fp16 | accuracy | 8 | unavailable | " in markdown.replace(
+        "efficientnet-lite0 | ", "")
+
+
+@pytest.mark.slow
+def test_report_html_is_self_contained_and_renders_in_chromium(small_sweep, tmp_path):
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Debian's chromium (.ci/run installs it)")
+        pytest.skip("no chromium: apt-get install chromium")
+    _, out = small_sweep
+    page = (out / "report.html").read_text()
+    assert not re.search(r"(src|href)=['\"](?!data:)", page)  # nothing to fetch
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert {name.split("-")[0] for name in figures} == {"throughput", "speedup", "latency",
+                                                         "pareto", "batch"}
+    assert page.count("<img ") == len(figures)
+    # a copy that records, once loaded, how many images the browser decoded
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => "
+                                  "document.body.dataset.decoded = [...document.images].filter("
+                                  "i => i.complete && i.naturalWidth > 0).length);</script>"
+                                  "</body>"))
+    common = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*common, "--dump-dom", probe.as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    assert f'data-decoded="{len(figures)}"' in dom.stdout, dom.stderr[-2000:]
+    shot = tmp_path / "report.png"
+    subprocess.run([*common, f"--screenshot={shot}", "--window-size=1400,3000",
+                    (out / "report.html").as_uri()], capture_output=True, timeout=120,
+                   check=True)
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1400, 3000)
+    colors = image.getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 200  # tables and figures, not a blank page
+
+
+@pytest.mark.slow
+def test_folders_of_several_machines_merge_into_one_report(small_sweep, tmp_path):
+    _, out = small_sweep
+    pi = tmp_path / "pi"
+    shutil.copytree(out, pi, ignore=shutil.ignore_patterns("report.*", "runs.csv", "figures"))
+    for results in pi.rglob("results.json"):
+        data = json.loads(results.read_text())
+        data["machine"] = {**data["machine"], "hostname": "raspberrypi", "arch": "aarch64"}
+        results.write_text(json.dumps(data))
+    proc = run_cli("report", str(out), str(pi))
+    assert proc.returncode == 2 and "--output" in proc.stderr
+    merged = tmp_path / "merged"
+    proc = run_cli("report", str(out), str(pi), "--output", str(merged))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = read_csv(merged / "report.csv")
+    systems = {row["system"] for row in rows}
+    assert len(systems) == 2 and "raspberrypi" in systems
+    assert len(rows) == 12
+    # each machine is compared with its own FP32, never the other's
+    for row in rows:
+        if row["sut"] == "ort-fp32":
+            assert float(row["speedup_vs_fp32"]) == 1.0
+    assert len(list((merged / "figures").glob("throughput-raspberrypi-*.png"))) == 1
+    assert "aarch64" in (merged / "report.md").read_text()
