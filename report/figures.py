@@ -59,6 +59,18 @@ def _plain(axis) -> None:
     axis.set_minor_formatter(formatter)
 
 
+def _line_chart(fig, ax, labels: tuple[str, str, str], section: str, heading: str,
+                filename: str, alt: str) -> Figure:
+    """Axis labels, title, grid and the legend outside the plot: every line chart's finish."""
+    xlabel, ylabel, title = labels
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2, bbox_to_anchor=(1.01, 1), loc="upper left")
+    return Figure(section, heading, filename, _png(fig), alt)
+
+
 def _slug(*parts: object) -> str:
     return "-".join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
 
@@ -148,14 +160,11 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
     ax.set_xticks(range(len(PERCENTILE_LABELS)), list(PERCENTILE_LABELS.values()))
     ax.set_yscale("log")
     _plain(ax.yaxis)
-    ax.set_ylabel("latency (ms, log scale)")
-    ax.set_xlabel("percentile (LoadGen, nearest rank)")
-    ax.set_title(f"{model} on {system}: {scenario} latency percentiles")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2, bbox_to_anchor=(1.01, 1), loc="upper left")
-    return Figure("latency", f"Latency percentiles — {model}, {scenario} ({system})",
-                  f"latency-{_slug(system, model, scenario)}.png", _png(fig),
-                  f"latency percentile curves of every SUT, {scenario}, {model}")
+    return _line_chart(fig, ax, ("percentile (LoadGen, nearest rank)", "latency (ms, log scale)",
+                                 f"{model} on {system}: {scenario} latency percentiles"),
+                       "latency", f"Latency percentiles — {model}, {scenario} ({system})",
+                       f"latency-{_slug(system, model, scenario)}.png",
+                       f"latency percentile curves of every SUT, {scenario}, {model}")
 
 
 def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
@@ -211,14 +220,11 @@ def batch_scan(study: Study, system: str, model: str) -> Figure | None:
                    zorder=3)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.set_xlabel("batch size (log2)")
-    ax.set_ylabel("Offline samples/s")
-    ax.set_title(f"{model} on {system}: batch-size scan (best batch circled)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2, bbox_to_anchor=(1.01, 1), loc="upper left")
-    return Figure("batch", f"Batch-size scan — {model} ({system})",
-                  f"batch-{_slug(system, model)}.png", _png(fig),
-                  f"Offline throughput against batch size per SUT for {model}")
+    return _line_chart(fig, ax, ("batch size (log2)", "Offline samples/s",
+                                 f"{model} on {system}: batch-size scan (best batch circled)"),
+                       "batch", f"Batch-size scan — {model} ({system})",
+                       f"batch-{_slug(system, model)}.png",
+                       f"Offline throughput against batch size per SUT for {model}")
 
 
 def all_figures(study: Study) -> list[Figure]:
