@@ -104,8 +104,8 @@ def build_report_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="run.py report",
                      description="Tables (and, for sweeps, figures and HTML) of results folders.")
     parser.add_argument("folders", nargs="+", help="results or sweep folders; several merge")
-    parser.add_argument("--output", help="where the merged report goes (default: the folder, "
-                                         "when there is one)")
+    parser.add_argument("--output", help="where the characterization report goes (default: "
+                                         "the sweep folder, when there is one)")
     return parser
 
 

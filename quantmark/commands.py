@@ -202,8 +202,9 @@ def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
 
 
 def report(folders: list[str], output: str | None = None) -> None:
-    """A sweep folder, or several folders (merged): the characterization report (Markdown,
-    CSV, HTML with figures). One plain results folder: its percentile table (CSV, Markdown)."""
+    """A sweep folder, several folders (merged) or any folder with ``--output``: the
+    characterization report (Markdown, CSV, HTML with figures). One plain results folder: its
+    percentile table (CSV, Markdown)."""
     for folder in folders:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
@@ -211,7 +212,7 @@ def report(folders: list[str], output: str | None = None) -> None:
     is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
     if len(folders) > 1 and output is None:
         raise UserError("several folders merge into one report: say where with --output DIR")
-    if is_sweep or len(folders) > 1:
+    if is_sweep or len(folders) > 1 or output is not None:
         _characterization(folders, Path(output or folders[0]))
     else:
         _percentile_table(folders[0])

@@ -24,6 +24,8 @@ PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p
                      "99.00": "p99", "99.90": "p99.9"}
 VARIANT_ORDER = ("fp32", "fp16", "bf16", "int8", "int8dyn", "compile", "xla", "amp")
 PALETTE = plt.get_cmap("tab10")
+# one colour per framework, one line style per precision: fp32 solid, int8 dotted
+LINE_STYLE = {"fp32": "-", "int8": ":", "fp16": "--", "bf16": "--", "int8dyn": "-."}
 
 
 @dataclass
@@ -148,15 +150,13 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
     if scenario == "Offline" or not mine:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    styles = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 1)))
     for c in mine:
         points = c.derived["percentiles_ns"]
         keys = [p for p in PERCENTILE_LABELS if p in points]
-        variants = sorted({x.variant for x in mine})
         label = c.sut if c.batch_size == 1 else f"{c.sut} b{c.batch_size}"
         ax.plot(range(len(keys)), [points[p] / 1e6 for p in keys], marker="o", markersize=3,
-                color=_color(study, c.sut),
-                linestyle=styles[variants.index(c.variant) % len(styles)], label=label)
+                color=_color(study, c.sut), linestyle=LINE_STYLE.get(c.variant, (0, (5, 1))),
+                label=label)
     ax.set_xticks(range(len(PERCENTILE_LABELS)), list(PERCENTILE_LABELS.values()))
     ax.set_yscale("log")
     _plain(ax.yaxis)
@@ -167,54 +167,71 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
                        f"latency percentile curves of every SUT, {scenario}, {model}")
 
 
+def random_weights(configs: list[Config]) -> bool:
+    """The model's weights are random (seeded): its top-1 is chance, not a quality measure."""
+    return any("random" in c.derived["weights"].lower() for c in configs)
+
+
 def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     """Top-1 against the SingleStream official latency (else Offline time per sample), the
-    Pareto front (nothing both faster and more accurate) drawn and its points named."""
-    mine = [c for c in study.configs if (c.system, c.model) == (system, model)
-            and c.derived["top1"] is not None and c.metric]
+    Pareto front (nothing both faster and more accurate) drawn and its points named. For
+    random weights the y axis is agreement with the framework's FP32: top-1 would be chance."""
+    mine = [c for c in study.configs if (c.system, c.model) == (system, model) and c.metric]
+    random = random_weights(mine)
+    key = "agreement_with_fp32" if random else "top1"
+    mine = [c for c in mine if c.derived[key] is not None]
     single = [c for c in mine if c.scenario == "SingleStream"]
     if single:
-        points = [(c.metric / 1e6, c.derived["top1"]) for c in single]
+        points = [(c.metric / 1e6, c.derived[key]) for c in single]
         xlabel, rows = "SingleStream latency, p90 early stopping (ms)", single
     else:
         rows = [c for c in mine if c.scenario == "Offline"]
-        points = [(1000.0 / c.metric, c.derived["top1"]) for c in rows]
+        points = [(1000.0 / c.metric, c.derived[key]) for c in rows]
         xlabel = "Offline time per sample (ms)"
     if not rows:
         return None
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (c, (x, y)) in enumerate(zip(rows, points, strict=True)):
-        ax.scatter(x, y, color=_color(study, c.sut), s=40 if i in front else 18,
+        ax.scatter(x, y, color=_color(study, c.sut), s=45 if i in front else 20,
                    edgecolor="black" if i in front else "none", zorder=3)
-        ax.annotate(c.sut, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points",
-                    fontweight="bold" if i in front else "normal")
+        if i in front:  # name the front; the others are told apart by colour (framework)
+            ax.annotate(c.sut, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
     ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black",
             linewidth=1, drawstyle="steps-post", label="Pareto front", zorder=2)
+    for name in dict.fromkeys(c.family for c in rows):
+        ax.scatter([], [], color=_color(study, name + "-"), label=name)
     ax.set_xscale("log")
     _plain(ax.xaxis)
     ax.set_xlabel(xlabel + ", log scale")
-    ax.set_ylabel("top-1 accuracy (%)")
-    ax.set_title(f"{model} on {system}: accuracy vs latency")
+    if random:
+        ax.set_ylabel("top-1 agreement with the framework's FP32 (%)")
+        title = f"{model} on {system}: agreement with FP32 vs latency (random weights)"
+    else:
+        ax.set_ylabel("top-1 accuracy (%)")
+        title = f"{model} on {system}: accuracy vs latency"
+    ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     return Figure("pareto", f"Accuracy vs latency — {model} ({system})",
                   f"pareto-{_slug(system, model)}.png", _png(fig),
-                  f"scatter of top-1 accuracy against latency for {model}, Pareto front marked")
+                  f"scatter of accuracy against latency for {model}, Pareto front marked")
 
 
 def batch_scan(study: Study, system: str, model: str) -> Figure | None:
     mine = [c for c in study.configs if (c.system, c.model) == (system, model)
             and c.scenario == "Offline" and c.derived["samples_per_s"]]
-    suts = list(dict.fromkeys(c.sut for c in mine))
-    if not any(len({c.batch_size for c in mine if c.sut == s}) > 1 for s in suts):
+    # only SUTs measured at several batch sizes: a single point scans nothing
+    suts = [s for s in dict.fromkeys(c.sut for c in mine)
+            if len({c.batch_size for c in mine if c.sut == s}) > 1]
+    if not suts:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for sut in suts:
         points = sorted((c.batch_size, c.derived["samples_per_s"]) for c in mine if c.sut == sut)
         xs, ys = zip(*points, strict=True)
         ax.plot(xs, ys, marker="o", color=_color(study, sut), label=sut,
-                linestyle="-" if variant(sut) == "fp32" else "--")
+                linestyle=LINE_STYLE.get(variant(sut), (0, (5, 1))))
         best = max(points, key=lambda p: p[1])
         ax.scatter([best[0]], [best[1]], color=_color(study, sut), s=70, edgecolor="black",
                    zorder=3)
