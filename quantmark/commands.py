@@ -219,7 +219,7 @@ def report(folders: list[str], output: str | None = None) -> None:
 
 
 def _characterization(folders: list[str], output: Path) -> None:
-    from report.sweep_report import write
+    from report.sweep_report import metric_text, number, write
 
     check_output_writable(str(output))
     written = write(folders, output)
@@ -232,11 +232,9 @@ def _characterization(folders: list[str], output: Path) -> None:
         table.add_column(column)
     for c in study.configs:
         d = c.derived
-        metric = ("-" if d["metric"] is None else f"{d['metric'] / 1e6:.3f} ms"
-                  if d["metric_unit"] == "ns" else f"{d['metric']:.1f}/s")
         table.add_row(c.system, c.model, c.scenario, c.sut, str(c.batch_size), d["validity"],
-                      metric, _fmt(d["speedup_vs_fp32"], "x"), _fmt(d["top1"]),
-                      _fmt(d["agreement_with_fp32"], digits=1))
+                      metric_text(c), number(d["speedup_vs_fp32"], 2, "x"), number(d["top1"]),
+                      number(d["agreement_with_fp32"], 1))
     console.print(table)
     for e in study.explained:
         console.print(f"[yellow]{escape(e.sut)} {escape(e.model)} "
@@ -245,10 +243,6 @@ def _characterization(folders: list[str], output: Path) -> None:
     names = ", ".join(p.name for p in written.files if p.parent == output)
     console.print(f"written to {escape(str(output))}: {names} and "
                   f"{sum(p.suffix == '.png' for p in written.files)} figures")
-
-
-def _fmt(value: float | None, suffix: str = "", digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
 def _percentile_table(folder: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
         raise UserError(f"{root} holds a sweep measured with other settings "
                         f"({', '.join(changed)}); keep them to resume, or use a new --output")
     plan = cells(spec)
-    manifest["spec"] = {k: v for k, v in vars(spec).items()}
+    manifest["spec"] = dict(vars(spec))
     entries: dict[str, Any] = manifest["cells"]
     done = ("ok",) if retry_failed else FINISHED
     todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
@@ -131,12 +132,9 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
                 ran += 1
             entries[cell.id] = {**entry, "finished_at": time.time()}
             atomic_write_json(root / MANIFEST, manifest)
-            advance(cell.id, _line(entries[cell.id]))
-    counts: dict[str, int] = {}
-    for cell in plan:
-        status = entries[cell.id]["status"]
-        counts[status] = counts.get(status, 0) + 1
-    return SweepOutcome(root, counts, ran)
+            advance(cell.id, _line(cell.id, entry))
+    counts = Counter(entries[cell.id]["status"] for cell in plan)
+    return SweepOutcome(root, dict(counts), ran)
 
 
 @contextmanager
@@ -217,12 +215,7 @@ def _log_tail(log: Path) -> str:
     return lines[-1][-LOG_TAIL_CHARS:] if lines else ""
 
 
-def _line(entry: dict[str, Any]) -> str:
-    cell = Cell(**{k: entry[k] for k in ("model", "sut", "scenario", "batch_size", "repeat",
-                                         "mode")})
-    status = entry["status"]
-    if status == "ok":
-        text = f"[green]ok[/] {escape(cell.id)} ({entry.get('wall_s', 0):.0f} s)"
-    else:
-        text = f"[red]{status}[/] {escape(cell.id)}: {escape(entry.get('message', ''))}"
-    return text
+def _line(cell_id: str, entry: dict[str, Any]) -> str:
+    if entry["status"] == "ok":
+        return f"[green]ok[/] {escape(cell_id)} ({entry.get('wall_s', 0):.0f} s)"
+    return f"[red]{entry['status']}[/] {escape(cell_id)}: {escape(entry.get('message', ''))}"

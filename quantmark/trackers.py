@@ -142,17 +142,18 @@ class Tracker:
 
     def _sample(self) -> None:
         now = time.time()
-        for counter in self.counters:
-            try:
-                raw = counter.read_uj()
-            except (OSError, ValueError):
-                return
-            last = self._last_raw.get(counter.name)
-            if last is not None and raw < last and counter.wrap_uj:
-                self._offset[counter.name] += counter.wrap_uj  # the counter wrapped around
-            self._last_raw[counter.name] = raw
-            self.samples.totals[counter.name].append(raw + self._offset[counter.name])
-        self.samples.times.append(now)
+        try:  # every counter or none: their lists stay in step with the times
+            raws = [counter.read_uj() for counter in self.counters]
+        except (OSError, ValueError):
+            raws = []
+        if raws:
+            for counter, raw in zip(self.counters, raws, strict=True):
+                last = self._last_raw.get(counter.name)
+                if last is not None and raw < last and counter.wrap_uj:
+                    self._offset[counter.name] += counter.wrap_uj  # the counter wrapped around
+                self._last_raw[counter.name] = raw
+                self.samples.totals[counter.name].append(raw + self._offset[counter.name])
+            self.samples.times.append(now)
         used = self._gpu_used_mb()
         if used is not None:
             self.gpu_peak_mb = max(self.gpu_peak_mb or 0.0, used)

@@ -28,11 +28,11 @@ class Written:
     files: list[Path]
 
 
-def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
+def number(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
-def _metric(config: Config) -> str:
+def metric_text(config: Config) -> str:
     d = config.derived
     if d["metric"] is None:
         return "-"
@@ -55,25 +55,25 @@ COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
     ("batch", lambda c: str(c.batch_size)),
     ("n", lambda c: str(c.derived["n"])),
     ("validity", lambda c: c.derived["validity"]),
-    ("official metric", _metric),
-    ("samples/s", lambda c: _num(c.derived["samples_per_s"], 1)),
-    ("× fw FP32", lambda c: _num(c.derived["speedup_vs_fp32"], 2, "×")),
-    ("× best FP32", lambda c: _num(c.derived["speedup_vs_best_fp32"], 2, "×")),
-    ("top-1 %", lambda c: _num(c.derived["top1"], 2)),
-    ("Δ top-1 pts", lambda c: _num(c.derived["top1_change_vs_fp32"], 2)),
-    ("agree FP32 %", lambda c: _num(c.derived["agreement_with_fp32"], 1)),
+    ("official metric", metric_text),
+    ("samples/s", lambda c: number(c.derived["samples_per_s"], 1)),
+    ("× fw FP32", lambda c: number(c.derived["speedup_vs_fp32"], 2, "×")),
+    ("× best FP32", lambda c: number(c.derived["speedup_vs_best_fp32"], 2, "×")),
+    ("top-1 %", lambda c: number(c.derived["top1"], 2)),
+    ("Δ top-1 pts", lambda c: number(c.derived["top1_change_vs_fp32"], 2)),
+    ("agree FP32 %", lambda c: number(c.derived["agreement_with_fp32"], 1)),
     ("p50 ms", lambda c: _pct(c, "50.00")),
     ("p90 ms", lambda c: _pct(c, "90.00")),
     ("p95 ms", lambda c: _pct(c, "95.00")),
     ("p97 ms", lambda c: _pct(c, "97.00")),
     ("p99 ms", lambda c: _pct(c, "99.00")),
     ("p99.9 ms", lambda c: _pct(c, "99.90")),
-    ("size MB", lambda c: _num(c.derived["model_size_mb"], 1)),
-    ("convert s", lambda c: _num(c.derived["conversion_s"], 1)),
-    ("load s", lambda c: _num(c.derived["load_s"], 2)),
-    ("warm-up s", lambda c: _num(c.derived["warmup_s"], 2)),
-    ("peak RSS MB", lambda c: _num(c.derived["peak_rss_mb"], 0)),
-    ("J/sample*", lambda c: _num(c.derived["energy_j_per_sample"], 4)),
+    ("size MB", lambda c: number(c.derived["model_size_mb"], 1)),
+    ("convert s", lambda c: number(c.derived["conversion_s"], 1)),
+    ("load s", lambda c: number(c.derived["load_s"], 2)),
+    ("warm-up s", lambda c: number(c.derived["warmup_s"], 2)),
+    ("peak RSS MB", lambda c: number(c.derived["peak_rss_mb"], 0)),
+    ("J/sample*", lambda c: number(c.derived["energy_j_per_sample"], 4)),
     ("fingerprint", lambda c: c.derived["fingerprint"]),
 ]
 
@@ -193,8 +193,8 @@ SCAN_HEADER = ["system", "model", "SUT", "Offline batch sizes", "best batch", "b
 
 def _scan_rows(study: Study) -> list[list[str]]:
     return [[r["system"], r["model"], r["sut"], ",".join(map(str, r["batch_sizes"])) or "-",
-             str(r["best_batch"] or "-"), _num(r["best_samples_per_s"], 1),
-             _num(r["single_stream_ms"], 3)] for r in batch_scan(study)]
+             str(r["best_batch"] or "-"), number(r["best_samples_per_s"], 1),
+             number(r["single_stream_ms"], 3)] for r in batch_scan(study)]
 
 
 def _machine_rows(study: Study) -> list[list[str]]:
