@@ -15,6 +15,7 @@ from quantmark.config import RunConfig
 from quantmark.errors import UserError
 from quantmark.launcher import LaunchResult, launch_or_raise
 from quantmark.validate import check_output_writable, validate, validate_inputs
+from report.loadgen_log import why_invalid
 
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -143,6 +144,8 @@ def _print_run(result: LaunchResult) -> None:
         value, unit = summary.get("metric_value"), summary.get("metric_unit")
         if value is not None:
             text += f", {value / 1e6:.3f} ms" if unit == "ns" else f", {value:.2f} samples/s"
+        if summary.get("validity") == "INVALID":
+            text += f" ({why_invalid(summary.get('unmet_checks'), summary.get('invalid_reason'))})"
     console.print(f"{escape(text)}  ->  {result.run_dir}")
 
 

@@ -24,6 +24,15 @@ OFFICIAL_METRIC = {
 }
 
 
+# LoadGen's validity checks, as its detail log names them, and what each means to a reader.
+VALIDITY_CHECKS = {
+    "result_perf_constraints_met": "latency bound",
+    "result_min_duration_met": "min duration",
+    "result_min_queries_met": "min queries",
+    "early_stopping_met": "early stopping",
+}
+
+
 class LogError(ValueError):
     """The detail log is missing or not LoadGen's."""
 
@@ -75,11 +84,23 @@ class RunSummary:
     samples_per_second: float | None = None
     query_count: int | None = None
     invalid_reason: str | None = None
+    unmet_checks: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     loadgen_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def why_invalid(self) -> str:
+        return why_invalid(self.unmet_checks, self.invalid_reason)
+
+
+def why_invalid(unmet_checks: list[str] | None, invalid_reason: str | None) -> str:
+    """LoadGen's checks that failed and its own advice, as one line."""
+    parts = [f"{', '.join(unmet_checks)} not met"] if unmet_checks else []
+    if invalid_reason and invalid_reason.strip():
+        parts.append(invalid_reason.strip())
+    return "; ".join(parts) or "see mlperf_log_summary.txt"
 
 
 def summarize(detail: dict[str, Any]) -> RunSummary:
@@ -109,6 +130,7 @@ def summarize(detail: dict[str, Any]) -> RunSummary:
         samples_per_second=samples_per_second,
         query_count=detail.get("result_query_count"),
         invalid_reason=detail.get("result_invalid_reason"),
+        unmet_checks=[name for key, name in VALIDITY_CHECKS.items() if detail.get(key) is False],
         errors=runtime_errors,
         loadgen_version=detail.get("loadgen_version"),
     )

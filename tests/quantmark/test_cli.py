@@ -61,7 +61,10 @@ def tiny(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def short_conf(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("conf") / "user.conf"
-    path.write_text("*.*.min_duration = 1000\n")
+    # A 1 s Server run has ~700 queries, so early stopping tolerates only a few over the quick
+    # 50 ms bound: one scheduler stall of a shared CI machine made it INVALID. These tests check
+    # the logs and the layout, not the machine's jitter; a 2 s bound keeps them about that.
+    path.write_text("*.*.min_duration = 1000\n*.Server.target_latency = 2000\n")
     return path
 
 
@@ -92,7 +95,8 @@ def test_each_scenario_leaves_valid_logs_in_layout(scenario_runs, scenario):
     for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json",
                  "results.json", "user.conf", "NOT_VALID_FOR_SUBMISSION.txt"):
         assert (folder / name).is_file(), name
-    assert "Result is : VALID" in (folder / "mlperf_log_summary.txt").read_text()
+    summary = (folder / "mlperf_log_summary.txt").read_text()
+    assert "Result is : VALID" in summary, summary[:900]
     results = json.loads((folder / "results.json").read_text())
     assert results["settings"]["mode"] == "quick"
     assert results["sut"]["executed_precision"] == "int8"
@@ -115,10 +119,7 @@ def test_report_shows_loadgen_percentiles(scenario_runs):
         row = dict(zip(header, line.split(","), strict=True))
         summary = (out / row["path"] / "mlperf_log_summary.txt").read_text()
         for column, pct in (("p50_ms", "50.00"), ("p90_ms", "90.00"), ("p99_ms", "99.00")):
-            if row["scenario"] == "MultiStream":
-                pattern = rf"^{re.escape(pct)} percentile latency \(ns\)\s*:\s*(\d+)"
-            else:
-                pattern = rf"^{re.escape(pct)} percentile latency \(ns\)\s*:\s*(\d+)"
+            pattern = rf"^{re.escape(pct)} percentile latency \(ns\)\s*:\s*(\d+)"
             ns = int(re.search(pattern, summary, re.M).group(1))
             assert row[column] == f"{ns / 1e6:.3f}"
         assert row["validity"] == "VALID"

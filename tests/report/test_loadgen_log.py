@@ -31,11 +31,21 @@ s.single_stream_expected_latency_ns = 100000
 s.multi_stream_expected_latency_ns = 100000
 s.offline_expected_qps = 100000
 s.server_target_qps = 1000
-s.server_target_latency_ns = 50_000_000
+s.server_target_latency_ns = {server_bound_ns}
 log = lg.LogSettings()
 log.log_output.outdir = out
 lg.StartTestWithLogSettings(sut, qsl, s, log)
 """
+
+
+def _dummy_run(out, scenario: str, server_bound_ns: int = 2_000_000_000) -> None:
+    """LoadGen over a trivial SUT. The Server bound is loose by default so a scheduler stall of
+    a shared machine cannot make the run INVALID; a tight one makes it INVALID on purpose."""
+    min_queries = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Offline": 1}
+    code = DUMMY.format(out=str(out), scenario=scenario, min_queries=min_queries[scenario],
+                        server_bound_ns=server_bound_ns)
+    proc = run_python(code, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def _summary_file_percentiles(path):
@@ -54,10 +64,7 @@ def runs(tmp_path_factory):
     folders = {}
     for scenario in ("SingleStream", "MultiStream", "Offline", "Server"):
         out = root / "sys" / "m" / scenario / "performance" / "run_1"
-        min_queries = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Offline": 1}
-        code = DUMMY.format(out=str(out), scenario=scenario, min_queries=min_queries[scenario])
-        proc = run_python(code, timeout=120)
-        assert proc.returncode == 0, proc.stderr
+        _dummy_run(out, scenario)
         folders[scenario] = out
     return root, folders
 
@@ -72,6 +79,18 @@ def test_percentiles_equal_loadgen_summary(runs, scenario):
     assert expected and summary.percentiles_ns == expected
     assert summary.metric_value is not None and summary.metric_value > 0
     assert summary.samples_per_second and summary.samples_per_second > 0
+    assert summary.unmet_checks == []
+
+
+def test_invalid_run_says_which_checks_failed_and_loadgen_advice(tmp_path):
+    _dummy_run(tmp_path, "Server", server_bound_ns=1_000)  # 1 us: no query can meet it
+    summary = summarize_file(tmp_path / "mlperf_log_detail.txt")
+    text = (tmp_path / "mlperf_log_summary.txt").read_text()
+    assert summary.validity == "INVALID" and "Result is : INVALID" in text
+    assert "latency bound" in summary.unmet_checks and "early stopping" in summary.unmet_checks
+    assert "Performance constraints satisfied : NO" in text
+    advice = re.search(r"^Recommendations:\n \* (.+)$", text, re.M).group(1).strip()
+    assert summary.why_invalid() == f"{', '.join(summary.unmet_checks)} not met; {advice}"
 
 
 def test_report_writes_csv_and_markdown(runs):
