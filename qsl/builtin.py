@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageEnhance
 
+from quantmark.errors import UserError
 from quantmark.hashing import atomic_write_text, hash_json
 from quantmark.paths import cache_dir
 
@@ -86,8 +87,11 @@ def available_photos() -> list[tuple[SourcePhoto, Path]]:
 def builtin_dataset_root() -> Path:
     """Folder of the built-in dataset, generated on first use (atomically: temp dir + rename)."""
     photos = available_photos()
-    if not photos:  # pragma: no cover - scikit-image is a dependency
-        raise RuntimeError("no source photos found; is scikit-image installed?")
+    if not photos:  # the lean (Raspberry Pi) install has none of the photo packages
+        raise UserError("the built-in dataset is cut from photos that scikit-image, scikit-learn "
+                        "and matplotlib ship, and none is installed: pip install "
+                        "'quantmark[data]', or pass --dataset-path (for a Pi: the dataset/ "
+                        "folder that python run.py export wrote)")
     key = hash_json(
         {
             "version": BUILTIN_VERSION,

@@ -130,6 +130,30 @@ def sweep(args: Any) -> int:
     return 1 if failed else 0
 
 
+def export(args: Any) -> list[Path]:
+    """Export .tflite artifacts for a device, then say how to run them there."""
+    from models.zoo import DEFAULT_MODEL
+    from quantmark import export as exporting
+
+    suts = exporting.parse_suts(args.sut)
+    model = args.model or DEFAULT_MODEL
+    validate_inputs(args.dataset_path, args.calibration_list, None)
+    check_output_writable(args.output)
+    written = exporting.export(suts, model, args.output, args.model_path, args.dataset_path,
+                               args.calibration_list)
+    for path in written:
+        console.print(f"exported {escape(str(path))} (+ {escape(path.with_suffix('.json').name)})",
+                      soft_wrap=True)
+    out = Path(args.output)
+    dataset = out / exporting.DATASET_DIR
+    dataset_flag = (f"--dataset-path {dataset}" if dataset.is_dir() and not args.dataset_path
+                    else "--dataset-path YOUR_IMAGENET_FOLDER")
+    console.print(f"copy {escape(str(out))} to the device, then run there, e.g.:\n  python run.py "
+                  f"--scenario SingleStream --sut {suts[-1]} --model-path "
+                  f"{escape(str(written[-1]))} {escape(dataset_flag)}", soft_wrap=True)
+    return written
+
+
 def _print_run(result: LaunchResult) -> None:
     results = result.results
     summary = results.get("summary", {})
@@ -147,6 +171,11 @@ def _print_run(result: LaunchResult) -> None:
         if summary.get("validity") == "INVALID":
             text += f" ({why_invalid(summary.get('unmet_checks'), summary.get('invalid_reason'))})"
     console.print(f"{escape(text)}  ->  {result.run_dir}")
+    thermal = results.get("machine", {}).get("thermal") or {}
+    if thermal.get("throttled"):
+        console.print(f"[yellow]the board throttled during this run "
+                      f"({escape('; '.join(thermal.get('why') or []))}): its numbers are not its "
+                      "steady speed; cool it and run again[/]")
 
 
 def default_job(output: str) -> list[dict[str, Any]]:
@@ -222,6 +251,12 @@ def report(folders: list[str], output: str | None = None) -> None:
 
 
 def _characterization(folders: list[str], output: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:  # the lean Raspberry Pi install
+        raise UserError("the characterization report draws its figures with matplotlib, which is "
+                        "not installed: pip install 'quantmark[data]', or copy the folders to a "
+                        "machine that has it and run python run.py report there")
     from report.sweep_report import metric_text, number, write
 
     check_output_writable(str(output))
@@ -258,13 +293,13 @@ def _percentile_table(folder: str) -> None:
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")
     table = Table(title=f"runs under {folder}")
     shown = ("sut", "model", "scenario", "mode", "run", "validity", "metric", "samples/s",
-             "p50", "p90", "p95", "p97", "p99", "p99.9", "top-1")
+             "p50", "p90", "p95", "p97", "p99", "p99.9", "top-1", "throttled")
     for column in shown:
         table.add_column(column)
     for row in rows:
         values = row_values(row, root)
         table.add_row(row.sut, row.model, row.scenario, row.mode, row.run_kind,
                       row.summary.validity, row.metric_text(), values[10], *values[14:20],
-                      values[20] or "-")
+                      values[20] or "-", row.throttled or "-")
     console.print(table)
     console.print(f"latencies in ms (LoadGen's nearest-rank); written {csv_path} and {md_path}")

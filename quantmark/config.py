@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 
@@ -27,6 +27,7 @@ class RunConfig:
     workers: int = 0  # 0: the backend's preferred_workers (OpenVINO streams), else 1
     quick_duration_ms: int = 5_000
     system_id: str = ""
+    sut_options: dict[str, str] = field(default_factory=dict)  # --sut-option KEY=VALUE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -6,21 +6,29 @@ import importlib.metadata
 import os
 import platform
 import socket
+from pathlib import Path
 from typing import Any
 
 import quantmark
+from quantmark.board import board_facts
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo`` on Linux, platform elsewhere)."""
+def cpu_model(root: Path = Path("/")) -> str:
+    """The CPU's marketing name (``/proc/cpuinfo`` on Linux, platform elsewhere). An aarch64
+    /proc/cpuinfo may name no model at all: then the board and core ("Raspberry Pi 5 Model B
+    Rev 1.0 (Cortex-A76)") say more than "aarch64"."""
     try:
-        with open("/proc/cpuinfo") as handle:
+        with open(root / "proc/cpuinfo") as handle:
             for line in handle:
                 if line.lower().startswith(("model name", "hardware")):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    board = board_facts(root)
+    if board["model"] and board["cpu_core"]:
+        return f"{board['model']} ({board['cpu_core']})"
+    return (board["model"] or board["cpu_core"] or platform.processor()
+            or platform.machine())
 
 
 def cpu_flags() -> list[str]:
@@ -55,6 +63,7 @@ def machine() -> dict[str, Any]:
         "arch": platform.machine(),
         "os": platform.platform(),
         "python": platform.python_version(),
+        "board": board_facts(),
     }
 
 

@@ -123,6 +123,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     from qsl import open_dataset
     from qsl.library import QuerySampleLibrary
     from quantmark import fingerprint
+    from quantmark.board import thermal_snapshot, throttling_verdict
     from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
     from report.loadgen_log import summarize_file
     from scenarios.settings import SettingsPlan, build_settings
@@ -136,7 +137,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     calibration = CalibrationProvider(dataset, spec, config.calibration_list)
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
-                         model_path=config.model_path)
+                         model_path=config.model_path, extra=dict(config.sut_options))
     times: dict[str, float] = {}
     start = time.perf_counter()
     backend = load_factory(info)(info.name, options, spec, calibration)
@@ -181,6 +182,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     # a file that cannot exist and an audit run the one the launcher put in its working folder.
     audit_config = (Path.cwd() / "audit.config" if config.audit
                     else work / "no-audit-config-for-this-run")
+    before = thermal_snapshot()  # a board that throttles gives other numbers: the report says
     started = time.time()
     try:
         lg.StartTestWithLogSettings(sut_handle, qsl_handle, built.settings, log_settings,
@@ -189,6 +191,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         sut.stop()
         qsl.destroy()
     wall_s = time.time() - started
+    after = thermal_snapshot()
     if sut.error is not None or not sut.all_completed:
         failed = _keep_failed(work, final, sut.error_traceback)
         if sut.error is not None:
@@ -222,7 +225,8 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s,
                   "loadgen_started_at": started, "loadgen_ended_at": started + wall_s},
         "summary": summary.to_dict(),
-        "machine": fingerprint.machine(),
+        "machine": {**fingerprint.machine(), "thermal": {
+            "before": before, "after": after, **throttling_verdict(before, after)}},
         "software": fingerprint.software((info.framework,)),
     }
     if config.audit:

@@ -54,10 +54,10 @@ def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
     from models.zoo import get_model
     from scenarios.settings import validate_scenario
-    from sut.registry import require_available
+    from sut.registry import check_options, require_available
 
     validate_scenario(config.scenario)
-    require_available(config.sut)
+    check_options(require_available(config.sut), config.sut_options)
     get_model(config.model)
     if config.mode not in ("performance", "accuracy"):
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")

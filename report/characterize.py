@@ -1,11 +1,11 @@
 """The characterization table: every configuration of one or more sweeps (or results folders).
 
 Numbers come from LoadGen's own detail logs; ``results.json`` beside each log says what ran
-(SUT, model, batch size, executed precision, times, artifact); a sweep's ``sweep.json`` adds
-the cells that did not run (the reason) and what was tracked from outside the run (peak RSS,
-energy). Folders from several machines merge: configurations are keyed by the machine that
-ran them. Derived figures (speedups, accuracy change, agreement) are computed here, in one
-place, from those numbers.
+(SUT, model, batch size, executed precision, times, artifact, whether the board throttled);
+a sweep's ``sweep.json`` adds the cells that did not run (the reason) and what was tracked
+from outside the run (peak RSS, energy). Folders from several machines merge: configurations
+are keyed by the machine that ran them. Derived figures (speedups, accuracy change, agreement)
+are computed here, in one place, from those numbers.
 """
 
 from __future__ import annotations
@@ -151,8 +151,8 @@ def load(folders: list[str | Path]) -> Study:
                 continue
             system = str(results.get("machine", {}).get("hostname", "unknown"))
             host = host or system
-            machines.setdefault(system, {**results.get("machine", {}),
-                                         "software": results.get("software", {})})
+            machine = {k: v for k, v in results.get("machine", {}).items() if k != "thermal"}
+            machines.setdefault(system, {**machine, "software": results.get("software", {})})
             if folder.name.endswith(".failed"):
                 if manifest:
                     continue  # the sweep's entry for the cell says why
@@ -198,6 +198,18 @@ def fingerprint_id(results: dict[str, Any]) -> str:
         "settings": [settings.get("mode"), settings.get("workers"),
                      results.get("config", {}).get("threads")],
     }, length=12)
+
+
+def throttling(runs: list[Run]) -> tuple[str, list[str]]:
+    """"yes" (and why) if any run throttled, "no" if every run was seen not to, "" when that
+    is unknown (folders from before the runner took thermal snapshots, no sensor)."""
+    verdicts = [(r.results.get("machine") or {}).get("thermal") or {} for r in runs]
+    hot = [v for v in verdicts if v.get("throttled") is True]
+    if hot:
+        return "yes", list(dict.fromkeys(why for v in hot for why in v.get("why") or []))
+    if verdicts and all(v.get("throttled") is False for v in verdicts):
+        return "no", []
+    return "", []
 
 
 def _spread(values: list[float]) -> float | None:
@@ -258,6 +270,7 @@ def derive(study: Study) -> None:
         gpu = [(t.get("trackers") or {}).get("gpu_memory_mb") for t in tracked]
         gpu = [g for g in gpu if g is not None]
         metric_values = config.metric_values()
+        throttled, throttling_reasons = throttling(config.runs)
         config.derived = {
             "n": len(config.runs),
             "validity": ("VALID" if all(s.validity == "VALID" for s in summaries) else
@@ -299,6 +312,8 @@ def derive(study: Study) -> None:
             "executed_precision": str(results.get("sut", {}).get("executed_precision", "")),
             "fingerprint": fingerprint_id(results),
             "workers": results.get("settings", {}).get("workers"),
+            "throttled": throttled,
+            "throttling_reasons": throttling_reasons,
         }
 
 

@@ -55,6 +55,7 @@ COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
     ("batch", lambda c: str(c.batch_size)),
     ("n", lambda c: str(c.derived["n"])),
     ("validity", lambda c: c.derived["validity"]),
+    ("throttled", lambda c: c.derived["throttled"] or "-"),
     ("official metric", metric_text),
     ("samples/s", lambda c: number(c.derived["samples_per_s"], 1)),
     ("× fw FP32", lambda c: number(c.derived["speedup_vs_fp32"], 2, "×")),
@@ -85,7 +86,8 @@ CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "b
               "top1_change_vs_fp32_pts", "agreement_with_fp32_pct", "weights", "model_size_mb",
               "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
               "peak_rss_mb", "gpu_memory_mb", "energy_j_per_sample_informative",
-              "power_w_informative", "executed_precision", "fingerprint", "workers"]
+              "power_w_informative", "executed_precision", "fingerprint", "workers",
+              "throttled", "throttling_reasons"]
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "min_latency_ns",
                "mean_latency_ns", "max_latency_ns",
@@ -125,7 +127,7 @@ def report_csv(study: Study) -> str:
             "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()), d["prepare_s"],
             d["load_s"], d["warmup_s"], d["peak_rss_mb"], d["gpu_memory_mb"],
             d["energy_j_per_sample"], d["power_w"], d["executed_precision"], d["fingerprint"],
-            d["workers"]])
+            d["workers"], d["throttled"], "; ".join(d["throttling_reasons"])])
     return _csv(CSV_HEADER, rows)
 
 
@@ -175,6 +177,18 @@ def _notes(study: Study) -> list[str]:
     return notes
 
 
+THROTTLE_WARNING = ("Warning: the board throttled (too hot, or short of voltage) during some "
+                    "runs. Cool it (heatsink, fan, a pause between runs) and run these again:")
+
+
+def _throttled(study: Study) -> list[str]:
+    """One line per configuration that throttled in any of its runs."""
+    return [f"{c.sut}, {c.scenario}, batch {c.batch_size} ({c.model} on {c.system}) throttled "
+            f"during the run ({'; '.join(c.derived['throttling_reasons']) or 'see results.json'}"
+            "): its numbers are not the board's steady speed."
+            for c in study.configs if c.derived["throttled"] == "yes"]
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
@@ -212,7 +226,11 @@ MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "softw
 
 def to_markdown(study: Study, figures: list[Figure]) -> str:
     lines = ["# quantmark characterization report", "",
-             "Sources: " + ", ".join(f"`{f}`" for f in study.folders), "", "## Machines", ""]
+             "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
+    throttled = _throttled(study)
+    if throttled:
+        lines += [f"**{THROTTLE_WARNING}**", ""] + [f"- {t}" for t in throttled] + [""]
+    lines += ["## Machines", ""]
     lines += _md_table(MACHINE_HEADER, _machine_rows(study))
     lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
@@ -251,10 +269,15 @@ def to_html(study: Study, figures: list[Figure]) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
-             "<p>Sources: " + ", ".join(html.escape(str(f)) for f in study.folders) + "</p>",
-             "<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study)),
-             "<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(study))
-             + "</ul>"]
+             "<p>Sources: " + ", ".join(html.escape(str(f)) for f in study.folders) + "</p>"]
+    throttled = _throttled(study)
+    if throttled:
+        parts += [f"<p class='bad'><strong>{html.escape(THROTTLE_WARNING)}</strong></p>"
+                  "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in throttled)
+                  + "</ul>"]
+    parts += ["<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study)),
+              "<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(study))
+              + "</ul>"]
     validity = [h for h, _ in COLUMNS].index("validity")
     for title, configs in _sections(study):
         parts.append(f"<h2>{html.escape(title)}</h2>")

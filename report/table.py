@@ -32,6 +32,8 @@ class Row:
     accuracy: float | None
     executed_precision: str = ""  # what the SUT proved ran (see each SUT's describe())
     calibration_hash: str = ""  # the shared calibration set of static INT8 runs
+    throttled: str = ""  # "yes" / "no" from the board's thermal snapshots, "" when unknown
+    throttling_reasons: str = ""
 
     def metric_text(self) -> str:
         value = self.summary.metric_value
@@ -65,6 +67,7 @@ def _row(folder: Path, summary: RunSummary) -> Row:
     config = results.get("config", {})
     settings = results.get("settings", {})
     accuracy = (results.get("accuracy") or {}).get("top1")
+    thermal = (results.get("machine") or {}).get("thermal") or {}
     if accuracy is None and (folder / "accuracy.txt").is_file():
         first = (folder / "accuracy.txt").read_text().split(",")[0]
         if first.startswith("accuracy="):
@@ -84,13 +87,15 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         accuracy=accuracy,
         executed_precision=str(results.get("sut", {}).get("executed_precision", "")),
         calibration_hash=str((results.get("calibration") or {}).get("hash", "")),
+        throttled={True: "yes", False: "no"}.get(thermal.get("throttled"), ""),
+        throttling_reasons="; ".join(thermal.get("why") or []) if thermal.get("throttled") else "",
     )
 
 
 HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
           "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "min_ms",
           "mean_ms", "max_ms", *[f"p{p.rstrip('0').rstrip('.')}_ms" for p in PERCENTILES],
-          "accuracy_top1", "calibration_hash", "path"]
+          "accuracy_top1", "calibration_hash", "path", "throttled"]
 
 
 def _ms(value: float | None) -> str:
@@ -108,6 +113,7 @@ def row_values(row: Row, root: Path) -> list[str]:
         *[_ms(s.percentiles_ns.get(p)) for p in PERCENTILES],
         "" if row.accuracy is None else f"{row.accuracy:.3f}", row.calibration_hash,
         str(row.path.relative_to(root)) if row.path.is_relative_to(root) else str(row.path),
+        row.throttled,
     ]
 
 
@@ -126,6 +132,11 @@ def to_markdown(rows: list[Row], root: Path) -> str:
         lines.append("| " + " | ".join(v or "-" for v in row_values(row, root)) + " |")
     note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. Runs marked `quick` "
             "are development runs, not valid for submission.\n")
+    hot = [row for row in rows if row.throttled == "yes"]
+    if hot:
+        note += ("\n**Warning: the board throttled during these runs; their numbers are not its "
+                 "steady speed (cool it and run them again):**\n\n" + "".join(
+                     f"- {row_values(row, root)[-2]}: {row.throttling_reasons}\n" for row in hot))
     return "\n".join(lines) + "\n" + note
 
 

@@ -27,6 +27,8 @@ class SutInfo:
     requires: tuple[str, ...]  # importable module names the SUT needs
     factory: str | None  # "module:callable" building the SUT; None = not built yet
     note: str = ""
+    # --sut-option KEY=VALUE the SUT reads: (key, accepted values) pairs
+    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def implemented(self) -> bool:
@@ -36,6 +38,16 @@ class SutInfo:
 def _cpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
          factory: str | None = None, note: str = "") -> SutInfo:
     return SutInfo(name, framework, precision, "cpu", extra, requires, factory, note)
+
+
+# TFLite's invoke modes: the batch in one invoke, or one invoke per sample at batch 1
+TFLITE_INVOKE_MODES = ("batched", "per-sample")
+_TFLITE_OPTIONS = (("tflite_invoke", TFLITE_INVOKE_MODES),)
+
+
+def _tflite(name: str, precision: str) -> SutInfo:
+    return SutInfo(name, "tflite", precision, "cpu", "tflite", _TFLITE, "sut.tflite:create",
+                   options=_TFLITE_OPTIONS)
 
 
 def _gpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
@@ -62,11 +74,10 @@ SUTS: dict[str, SutInfo] = {
         _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV, "sut.openvino:create"),
         _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV, "sut.openvino:create"),
         _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV, "sut.openvino:create"),
-        _cpu("tflite-fp32", "tflite", "fp32", "tflite", _TFLITE, "sut.tflite:create"),
-        _cpu("tflite-fp16", "tflite", "fp16 weights", "tflite", _TFLITE, "sut.tflite:create"),
-        _cpu("tflite-int8dyn", "tflite", "int8 dynamic range", "tflite", _TFLITE,
-             "sut.tflite:create"),
-        _cpu("tflite-int8", "tflite", "int8 full integer", "tflite", _TFLITE, "sut.tflite:create"),
+        _tflite("tflite-fp32", "fp32"),
+        _tflite("tflite-fp16", "fp16 weights"),
+        _tflite("tflite-int8dyn", "int8 dynamic range"),
+        _tflite("tflite-int8", "int8 full integer"),
         _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH, "sut.pytorch:create"),
         _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH, "sut.pytorch:create"),
         _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH, "sut.pytorch:create"),
@@ -132,6 +143,19 @@ def require_available(name: str) -> SutInfo:
     if not ok:
         raise UserError(f"SUT '{name}' cannot run here: {reason}")
     return info
+
+
+def check_options(info: SutInfo, options: dict[str, str]) -> None:
+    """Every --sut-option must be one this SUT reads, with a value it accepts."""
+    accepted = dict(info.options)
+    for key, value in options.items():
+        if key not in accepted:
+            known = ", ".join(accepted) or "none"
+            raise UserError(f"--sut-option {key}={value}: {info.name} has no option {key!r} "
+                            f"(its options: {known})")
+        if value not in accepted[key]:
+            raise UserError(f"--sut-option {key}={value}: choose one of "
+                            f"{', '.join(accepted[key])}")
 
 
 def load_factory(info: SutInfo):

@@ -10,7 +10,7 @@ here imports TensorFlow: a user's .tflite runs on a device with only ai-edge-lit
   warmed at load is the one a single LoadGen worker then uses, so no interpreter is built and
   no XNNPACK weights are packed inside the timed run. Each interpreter resizes its input
   (``resize_tensor_input`` + ``allocate_tensors``) only when the batch size changes.
-* Invoke modes (``extra["tflite_invoke"]``): ``batched`` (default) runs the batch in one
+* Invoke modes (``--sut-option tflite_invoke=...``): ``batched`` (default) runs the batch in one
   invoke; ``per-sample`` keeps the interpreter at batch 1 and loops. Measured on the shared
   2-core Zen 4 under a load average of ~6 (batch 8, interleaved, so only rough): the digits
   CNN is faster batched (per-sample/batched 1.1-2.7x fp32, 1.3-1.5x int8: per-invoke overhead
@@ -47,8 +47,9 @@ import numpy as np
 from models.tflite_convert import SUT_PRECISION, executed_precision, inspect_interpreter
 from quantmark.errors import SutError, UserError
 from sut.interface import Backend, SutOptions
+from sut.registry import TFLITE_INVOKE_MODES
 
-INVOKE_MODES = ("batched", "per-sample")
+INVOKE_MODES = TFLITE_INVOKE_MODES
 _REPLACING = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate \(([^)]*)\) "
                         r"node, yielding (\d+) partitions")
 

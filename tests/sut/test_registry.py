@@ -59,3 +59,14 @@ def test_listing_imports_no_framework():
         print(json.dumps({"heavy": heavy, "count": len(rows)}))
     """)
     assert result["heavy"] == [] and result["count"] == len(registry.SUTS)
+
+
+def test_sut_options_are_checked_against_what_the_sut_reads():
+    suts = registry.SUTS
+    registry.check_options(suts["tflite-int8"], {"tflite_invoke": "per-sample"})
+    registry.check_options(suts["ort-int8"], {})
+    assert registry.TFLITE_INVOKE_MODES == ("batched", "per-sample")
+    with pytest.raises(UserError, match="choose one of batched, per-sample"):
+        registry.check_options(suts["tflite-int8"], {"tflite_invoke": "sometimes"})
+    with pytest.raises(UserError, match="ort-int8 has no option 'tflite_invoke'.*none"):
+        registry.check_options(suts["ort-int8"], {"tflite_invoke": "batched"})

@@ -1,0 +1,118 @@
+"""``run.py export``: make TFLite artifacts on an x86 machine for a device that cannot convert.
+
+A Raspberry Pi runs .tflite files with ai-edge-litert alone; converting and calibrating needs
+TensorFlow, which the Pi install leaves out. Export builds each artifact exactly as a run of that
+SUT would (same converter, recipe and calibration set, through the same cache), then writes into
+the output folder, for each SUT:
+
+* ``<model>-<sut>.tflite``: the file the SUT would run;
+* ``<model>-<sut>.json``: its export record (``models.exported``): sha256, recipe, weights,
+  calibration source / count / seed / hash, conversion times, exporting machine and software;
+
+and, when the built-in dataset was used, ``dataset/``: its evaluation images and
+``val_map.txt``, since the Pi install leaves out the packages whose photos the built-in dataset
+is cut from. Every file is written under a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+from pathlib import Path
+from typing import Any
+
+from models.exported import KIND, SCHEMA
+from quantmark.errors import UserError
+from quantmark.hashing import atomic_write_json, hash_file
+
+EXPORTABLE = ("tflite-fp32", "tflite-fp16", "tflite-int8dyn", "tflite-int8")
+DATASET_DIR = "dataset"
+
+
+def parse_suts(text: str) -> list[str]:
+    """Comma-separated TFLite SUT names; one line naming the choices for anything else."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    bad = [name for name in names if name not in EXPORTABLE]
+    if not names or bad:
+        raise UserError(f"export makes .tflite files for a device: --sut {', '.join(bad) or text!r}"
+                        f" is not one of {', '.join(EXPORTABLE)} (the ONNX Runtime and OpenVINO "
+                        "SUTs convert on the device itself from an .onnx --model-path)")
+    return list(dict.fromkeys(names))
+
+
+def export(suts: list[str], model: str, output: str, model_path: str | None = None,
+           dataset_path: str | None = None, calibration_list: str | None = None
+           ) -> list[Path]:
+    """Build and write each SUT's artifact and record; returns the written model files."""
+    from models.zoo import get_model
+    from qsl import open_dataset
+    from quantmark.runner import CalibrationProvider, recipe_for, uses_calibration
+    from sut.interface import SutOptions
+    from sut.registry import load_factory, require_available
+
+    spec = get_model(model)
+    infos = [require_available(name) for name in suts]  # every SUT checked before any work
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = open_dataset(dataset_path)
+    calibration = CalibrationProvider(dataset, spec, calibration_list)
+    written = []
+    for info in infos:
+        options = SutOptions(model=model, scenario="SingleStream", batch_size=1,
+                             model_path=model_path)
+        backend = load_factory(info)(info.name, options, spec, calibration)
+        artifact = backend.artifact
+        target = folder / f"{model}-{info.name}.tflite"
+        _copy_atomic(Path(artifact.path), target)
+        record = {
+            "kind": KIND, "schema": SCHEMA, "model": model, "sut": info.name,
+            "file": target.name, "sha256": hash_file(target, 64),
+            "size_bytes": target.stat().st_size,
+            "precision": artifact.precision,
+            "executed_precision": (artifact.meta or {}).get("executed_precision"),
+            "input": (artifact.meta or {}).get("input"),
+            "preprocess": vars(recipe_for(spec, backend.layout)),
+            "artifact": artifact.to_json(),
+            "calibration": calibration.describe() if uses_calibration(info) else None,
+            "dataset_fingerprint": dataset.fingerprint(),
+            "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "exported_on": _machine(),
+            "software": _software(),
+        }
+        atomic_write_json(target.with_suffix(".json"), record)
+        written.append(target)
+    if dataset.builtin:
+        _copy_dataset(Path(dataset.root), folder / DATASET_DIR)
+    return written
+
+
+def _copy_atomic(source: Path, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(source, tmp)
+    tmp.replace(target)
+
+
+def _copy_dataset(root: Path, target: Path) -> None:
+    """The built-in evaluation split as a plain ImageNet-format folder (once; reused after)."""
+    if (target / "val_map.txt").is_file() and \
+            (target / "val_map.txt").read_bytes() == (root / "val_map.txt").read_bytes():
+        return
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(root / "val", tmp / "val")
+    shutil.copyfile(root / "val_map.txt", tmp / "val_map.txt")
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+
+
+def _machine() -> dict[str, Any]:
+    from quantmark import fingerprint
+
+    facts = fingerprint.machine()
+    return {key: facts.get(key) for key in ("hostname", "cpu_model", "arch", "os", "python")}
+
+
+def _software() -> dict[str, Any]:
+    from quantmark import fingerprint
+
+    return fingerprint.software(("tensorflow", "ai-edge-litert", "torch", "onnx"))
