@@ -98,6 +98,10 @@ HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "r
           "accuracy_top1", "calibration_hash", "path", "throttled"]
 
 
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def _ms(value: float | None) -> str:
     return "" if value is None else f"{value / 1e6:.3f}"
 
@@ -112,8 +116,7 @@ def row_values(row: Row, root: Path) -> list[str]:
         _ms(s.min_latency_ns), _ms(s.mean_latency_ns), _ms(s.max_latency_ns),
         *[_ms(s.percentiles_ns.get(p)) for p in PERCENTILES],
         "" if row.accuracy is None else f"{row.accuracy:.3f}", row.calibration_hash,
-        str(row.path.relative_to(root)) if row.path.is_relative_to(root) else str(row.path),
-        row.throttled,
+        _relative(row.path, root), row.throttled,
     ]
 
 
@@ -136,7 +139,7 @@ def to_markdown(rows: list[Row], root: Path) -> str:
     if hot:
         note += ("\n**Warning: the board throttled during these runs; their numbers are not its "
                  "steady speed (cool it and run them again):**\n\n" + "".join(
-                     f"- {row_values(row, root)[-2]}: {row.throttling_reasons}\n" for row in hot))
+                     f"- {_relative(row.path, root)}: {row.throttling_reasons}\n" for row in hot))
     return "\n".join(lines) + "\n" + note
 
 

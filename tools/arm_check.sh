@@ -163,7 +163,7 @@ assert not heavy, heavy'" || die "importing quantmark pulled a heavy framework o
 say "exporting MobileNetV2 tflite-fp32 and tflite-int8 on this machine with $HOST_PY"
 "$HOST_PY" "$PROJECT/run.py" export --sut tflite-fp32,tflite-int8 --model mobilenetv2 \
     --output "$WORK/export" >"$WORK/export.log" 2>&1 || die "export failed; see $WORK/export.log"
-rm -rf "$WORK/data" "$WORK/x86" "$WORK/arm"
+rm -rf "$WORK/data" "$WORK/x86" "$WORK/arm" "$WORK/x86.log" "$WORK/arm.log"
 mkdir -p "$WORK/data/val"
 head -n "$IMAGES" "$WORK/export/dataset/val_map.txt" >"$WORK/data/val_map.txt"
 while read -r image _; do cp "$WORK/export/dataset/$image" "$WORK/data/$image"; done <"$WORK/data/val_map.txt"
