@@ -18,10 +18,14 @@ from typing import Any
 
 SOFT_LIMIT_C = 80.0  # the Raspberry Pi firmware's soft temperature limit
 # ARM Ltd's (implementer 0x41) part numbers, as /proc/cpuinfo's "CPU part" gives them
-ARM_CORES = {0xD03: "Cortex-A53", 0xD04: "Cortex-A35", 0xD05: "Cortex-A55",
-             0xD07: "Cortex-A57", 0xD08: "Cortex-A72", 0xD09: "Cortex-A73",
-             0xD0A: "Cortex-A75", 0xD0B: "Cortex-A76", 0xD0C: "Neoverse-N1",
-             0xD40: "Neoverse-V1", 0xD49: "Neoverse-N2", 0xD4F: "Neoverse-V2"}
+ARM_CORES = {
+    0xD03: "Cortex-A53", 0xD04: "Cortex-A35", 0xD05: "Cortex-A55", 0xD07: "Cortex-A57",
+    0xD08: "Cortex-A72", 0xD09: "Cortex-A73", 0xD0A: "Cortex-A75", 0xD0B: "Cortex-A76",
+    0xD0C: "Neoverse-N1", 0xD0D: "Cortex-A77", 0xD40: "Neoverse-V1", 0xD41: "Cortex-A78",
+    0xD44: "Cortex-X1", 0xD46: "Cortex-A510", 0xD47: "Cortex-A710", 0xD48: "Cortex-X2",
+    0xD49: "Neoverse-N2", 0xD4D: "Cortex-A715", 0xD4E: "Cortex-X3", 0xD4F: "Neoverse-V2",
+    0xD80: "Cortex-A520", 0xD81: "Cortex-A720", 0xD82: "Cortex-X4",
+}
 # zone types that measure the CPU, best first; otherwise the first zone that reads
 CPU_ZONES = ("cpu-thermal", "x86_pkg_temp", "soc-thermal")
 # `vcgencmd get_throttled` bits: (bit, key, words for the report)

@@ -132,6 +132,7 @@ def sweep(args: Any) -> int:
 
 def export(args: Any) -> list[Path]:
     """Export .tflite artifacts for a device, then say how to run them there."""
+    from models.exported import record_path
     from models.zoo import DEFAULT_MODEL
     from quantmark import export as exporting
 
@@ -142,7 +143,7 @@ def export(args: Any) -> list[Path]:
     written = exporting.export(suts, model, args.output, args.model_path, args.dataset_path,
                                args.calibration_list)
     for path in written:
-        console.print(f"exported {escape(str(path))} (+ {escape(path.with_suffix('.json').name)})",
+        console.print(f"exported {escape(str(path))} (+ {escape(record_path(path).name)})",
                       soft_wrap=True)
     out = Path(args.output)
     dataset = out / exporting.DATASET_DIR

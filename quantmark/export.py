@@ -21,9 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from models.exported import KIND, SCHEMA
+from models.exported import KIND, SCHEMA, record_path
 from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_json, hash_file
+from quantmark.hashing import atomic_write_bytes, atomic_write_json, hash_file
 
 EXPORTABLE = ("tflite-fp32", "tflite-fp16", "tflite-int8dyn", "tflite-int8")
 DATASET_DIR = "dataset"
@@ -63,7 +63,7 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
         backend = load_factory(info)(info.name, options, spec, calibration)
         artifact = backend.artifact
         target = folder / f"{model}-{info.name}.tflite"
-        _copy_atomic(Path(artifact.path), target)
+        atomic_write_bytes(target, Path(artifact.path).read_bytes())
         record = {
             "kind": KIND, "schema": SCHEMA, "model": model, "sut": info.name,
             "file": target.name, "sha256": hash_file(target, 64),
@@ -79,17 +79,11 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
             "exported_on": _machine(),
             "software": _software(),
         }
-        atomic_write_json(target.with_suffix(".json"), record)
+        atomic_write_json(record_path(target), record)
         written.append(target)
     if dataset.builtin:
         _copy_dataset(Path(dataset.root), folder / DATASET_DIR)
     return written
-
-
-def _copy_atomic(source: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(source, tmp)
-    tmp.replace(target)
 
 
 def _copy_dataset(root: Path, target: Path) -> None:

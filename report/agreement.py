@@ -41,8 +41,11 @@ class Agreement:
 
 def compare(log_a: str | Path, log_b: str | Path) -> Agreement:
     """Compare the predicted class of every sample both accuracy logs hold."""
-    a, _ = decode_predictions(log_a)
-    b, _ = decode_predictions(log_b)
+    return agree(decode_predictions(log_a)[0], decode_predictions(log_b)[0])
+
+
+def agree(a: dict[int, float], b: dict[int, float]) -> Agreement:
+    """Compare two runs' predictions (qsl_idx -> class) on the samples both hold."""
     common = sorted(a.keys() & b.keys())
     differing = [(i, int(a[i]), int(b[i])) for i in common if a[i] != b[i]]
     return Agreement(same=len(common) - len(differing), compared=len(common),

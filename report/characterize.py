@@ -18,6 +18,7 @@ from typing import Any
 
 from quantmark.hashing import hash_json
 from report.accuracy import decode_predictions
+from report.agreement import agree
 from report.loadgen_log import LogError, RunSummary, summarize_file
 
 SWEEP_MANIFEST = "sweep.json"
@@ -233,11 +234,8 @@ def _agreement(study: Study, key: tuple[str, str, str], reference: tuple[str, st
         if k not in cache:
             log = study.accuracy[k]["folder"] / "mlperf_log_accuracy.json"
             cache[k] = decode_predictions(log)[0] if log.is_file() else {}
-    mine, theirs = cache[key], cache[reference]
-    common = set(mine) & set(theirs)
-    if not common:
-        return None
-    return 100.0 * sum(mine[i] == theirs[i] for i in common) / len(common)
+    result = agree(cache[key], cache[reference])
+    return result.percent if result.compared else None
 
 
 def derive(study: Study) -> None:

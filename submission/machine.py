@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from quantmark.board import core_name
+
 # The accelerator fields of the system description (filled with N/A when there is none).
 ACCELERATOR_TEXT_KEYS = (
     "accelerator_model_name", "accelerator_memory_capacity", "accelerator_memory_configuration",
@@ -28,15 +30,6 @@ NA = "N/A"
 UNKNOWN = "unknown (not detectable; set it in the system file)"
 NVIDIA_SMI_TIMEOUT_S = 10.0
 
-# Arm Ltd. (implementer 0x41) core part numbers, as /proc/cpuinfo's "CPU part" gives them.
-_ARM_PARTS = {
-    "0xd03": "Cortex-A53", "0xd04": "Cortex-A35", "0xd05": "Cortex-A55", "0xd07": "Cortex-A57",
-    "0xd08": "Cortex-A72", "0xd09": "Cortex-A73", "0xd0a": "Cortex-A75", "0xd0b": "Cortex-A76",
-    "0xd0c": "Neoverse-N1", "0xd0d": "Cortex-A77", "0xd40": "Neoverse-V1", "0xd41": "Cortex-A78",
-    "0xd44": "Cortex-X1", "0xd46": "Cortex-A510", "0xd47": "Cortex-A710", "0xd48": "Cortex-X2",
-    "0xd49": "Neoverse-N2", "0xd4d": "Cortex-A715", "0xd4e": "Cortex-X3", "0xd4f": "Neoverse-V2",
-    "0xd80": "Cortex-A520", "0xd81": "Cortex-A720", "0xd82": "Cortex-X4",
-}
 _SOC_VENDORS = {"brcm": "Broadcom", "qcom": "Qualcomm", "rockchip": "Rockchip",
                 "nvidia": "NVIDIA", "mediatek": "MediaTek", "amlogic": "Amlogic",
                 "allwinner": "Allwinner", "fsl": "NXP", "nxp": "NXP", "ti": "TI",
@@ -128,8 +121,8 @@ def _processor_name(blocks: list[dict[str, str]], proc: Path) -> str | None:
     info = {key: value for block in reversed(blocks) for key, value in block.items()}
     parts: dict[str, int] = {}
     for block in blocks:
-        name = _ARM_PARTS.get(block.get("cpu part", "").lower())
-        if name and block.get("cpu implementer", "").lower() == "0x41":
+        name = core_name(block.get("cpu implementer"), block.get("cpu part"))
+        if name:
             parts[name] = parts.get(name, 0) + 1
     cores = None
     if parts:
