@@ -205,12 +205,13 @@ def load_user_tflite(path: str | Path, spec: Any) -> Artifact:
         raise UserError(f"{where} is not a TFLite model ai-edge-litert can read ({cause}); pass "
                         "a .tflite written by tf.lite.TFLiteConverter or ai-edge-torch") from None
     io = model_io(summary, spec, where)
-    file_hash = hash_file(p)
+    sha256 = hash_file(p, 64)  # one read: the record checks the full digest, keys use 16
+    file_hash = sha256[:16]
     kind = file_precision(summary)
     record = read_record(p)
     weights = f"user: {p.name}"
     if record is not None:  # written by run.py export: the file is quantmark's own artifact
-        verify_record(record, p, hash_file(p, 64))
+        verify_record(record, p, sha256)
         if record.get("model") != spec.name:
             raise UserError(f"{where} was exported for model {record.get('model')}: pass "
                             f"--model {record.get('model')} (or leave --model out)")
