@@ -10,6 +10,7 @@
     python run.py --list-suts
     python run.py report DIR [DIR ...] [--output DIR]
     python run.py export --sut tflite-fp32,tflite-int8 --model mobilenetv2 --output DIR  # for a Pi
+    python run.py train-bench --model resnet50 --framework torch --precision fp32,amp --steps 20
 """
 
 from __future__ import annotations
@@ -126,6 +127,30 @@ def build_report_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_train_bench_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py train-bench",
+                     description="Training step time, images/s and peak memory, FP32 vs mixed "
+                                 "precision (fp16 + loss scaling on a GPU, bf16 autocast on a "
+                                 "CPU), on synthetic data; each precision in its own process.")
+    parser.add_argument("--model", default="resnet50", help="zoo model (default resnet50)")
+    parser.add_argument("--framework", default="torch", help="torch or tf (or torch,tf)")
+    parser.add_argument("--precision", default="fp32,amp", help="comma-separated: fp32, amp "
+                                                                "(default fp32,amp)")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps first (default 3; their time is recorded apart)")
+    parser.add_argument("--batch-size", type=int, help="default 32 on a GPU, 8 on a CPU")
+    parser.add_argument("--image-size", type=int,
+                        help="square input side (default: the model's, 224)")
+    parser.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu "
+                                                         "or gpu")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the framework's CPU threads (default 0: all cores)")
+    parser.add_argument("--output", default="results/train-bench",
+                        help="folder for the JSONs and the summary (default results/train-bench)")
+    return parser
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     from models.exported import exported_model
     from models.zoo import DEFAULT_MODEL
@@ -169,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             return commands.sweep(build_sweep_parser().parse_args(argv[1:]))
         elif argv[:1] == ["export"]:
             commands.export(build_export_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["train-bench"]:
+            commands.train_bench(build_train_bench_parser().parse_args(argv[1:]))
         elif argv[:1] == ["report"]:
             args = build_report_parser().parse_args(argv[1:])
             commands.report(args.folders, args.output)

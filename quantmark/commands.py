@@ -155,6 +155,47 @@ def export(args: Any) -> list[Path]:
     return written
 
 
+def train_bench(args: Any) -> list[Path]:
+    """Train FP32 and AMP (each in its own process), then the summary of the output folder."""
+    from quantmark import train_bench as bench
+
+    frameworks = bench.parse_list(args.framework, bench.FRAMEWORKS, "--framework")
+    precisions = bench.parse_list(args.precision, bench.PRECISIONS, "--precision")
+    if args.device not in bench.DEVICES:
+        raise UserError(f"--device {args.device!r}: choose auto, cpu or gpu")
+    bench.check(frameworks, args.model, args.steps, args.warmup, args.batch_size,
+                args.image_size, args.threads)
+    check_output_writable(args.output)
+
+    def done(r: dict[str, Any]) -> None:
+        s = r["step_time_s"]
+        console.print(f"{r['framework']} {escape(r['model'])} {r['precision']} "
+                      f"({escape(r['executed_precision'])}, {r['device']}, batch "
+                      f"{r['batch_size']}): step {s['median'] * 1e3:.1f} ms median, "
+                      f"{r['images_per_s']:.2f} images/s, peak {r['memory']['peak_mb']:.0f} MB "
+                      f"({r['memory']['kind']}), loss {r['loss_first']:.3f} -> "
+                      f"{r['loss_last']:.3f}  ->  {escape(r['path'])}", soft_wrap=True)
+
+    written = bench.run(frameworks, args.model, precisions, args.steps, args.warmup,
+                        args.batch_size, args.image_size, args.device, args.output,
+                        args.threads, done)
+    table, files = bench.write_summary(args.output)
+    _print_training(table, f"train-bench summary of {args.output}")
+    console.print(f"written {', '.join(escape(str(p)) for p in files)}", soft_wrap=True)
+    return written
+
+
+def _print_training(rows: list[dict[str, Any]], title: str) -> None:
+    from report import training
+
+    table = Table(title=escape(title))
+    for column in training.HEADER:
+        table.add_column(column, overflow="fold")
+    for cells in training.cells(rows):
+        table.add_row(*map(escape, cells))
+    console.print(table)
+
+
 def _print_run(result: LaunchResult) -> None:
     results = result.results
     summary = results.get("summary", {})
@@ -236,16 +277,19 @@ def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
 
 def report(folders: list[str], output: str | None = None) -> None:
     """A sweep folder, several folders (merged) or any folder with ``--output``: the
-    characterization report (Markdown, CSV, HTML with figures). One plain results folder: its
-    percentile table (CSV, Markdown)."""
+    characterization report (Markdown, CSV, HTML with figures), as is a folder holding
+    train-bench results (their "Training" section). One plain results folder: its percentile
+    table (CSV, Markdown)."""
     for folder in folders:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
                             "folder")
+    from report import training
+
     is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
     if len(folders) > 1 and output is None:
         raise UserError("several folders merge into one report: say where with --output DIR")
-    if is_sweep or len(folders) > 1 or output is not None:
+    if is_sweep or len(folders) > 1 or output is not None or training.load(folders):
         _characterization(folders, Path(output or folders[0]))
     else:
         _percentile_table(folders[0])
@@ -263,8 +307,9 @@ def _characterization(folders: list[str], output: Path) -> None:
     check_output_writable(str(output))
     written = write(folders, output)
     study = written.study
-    if not study.configs and not study.explained:
-        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {', '.join(folders)}")
+    if not study.configs and not study.explained and not study.training:
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) or train-bench results under "
+                        f"{', '.join(folders)}")
     table = Table(title=f"characterization of {', '.join(folders)}")
     for column in ("system", "model", "scenario", "SUT", "batch", "validity", "official metric",
                    "x fw FP32", "top-1 %", "agree FP32 %"):
@@ -274,7 +319,12 @@ def _characterization(folders: list[str], output: Path) -> None:
         table.add_row(c.system, c.model, c.scenario, c.sut, str(c.batch_size), d["validity"],
                       metric_text(c), number(d["speedup_vs_fp32"], 2, "x"), number(d["top1"]),
                       number(d["agreement_with_fp32"], 1))
-    console.print(table)
+    if study.configs or study.explained:
+        console.print(table)
+    if study.training:
+        from report.training import rows
+
+        _print_training(rows(study.training), "training (train-bench)")
     for e in study.explained:
         console.print(f"[yellow]{escape(e.sut)} {escape(e.model)} "
                       f"{escape(e.scenario if e.mode != 'accuracy' else 'accuracy')}: "

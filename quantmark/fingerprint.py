@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 import platform
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,78 @@ def machine() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "board": board_facts(),
+        "gpu": gpu_facts(),
     }
+
+
+def gpu_facts() -> dict[str, Any] | None:
+    """The NVIDIA GPUs (model, memory, compute capability), driver and CUDA versions, or None
+    when there is none. From NVML (nvidia-ml-py) when importable, else from torch when this
+    process already runs torch with CUDA; never imports a framework, never fails."""
+    from sut.registry import gpu_present
+
+    if not gpu_present():
+        return None
+    try:
+        facts = _nvml_facts()
+    except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver, an old GPU: try torch
+        facts = None
+    if facts is None:
+        try:
+            facts = _torch_facts()
+        except Exception:  # noqa: BLE001 - a fingerprint never fails a run
+            facts = None
+    return facts
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_facts() -> dict[str, Any] | None:
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        devices = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            device: dict[str, Any] = {
+                "index": index, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "memory_mb": round(pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20)}
+            try:
+                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+                device["compute_capability"] = f"sm_{major}{minor}"
+            except Exception:  # noqa: BLE001 - older NVML
+                pass
+            devices.append(device)
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()  # e.g. 12040 -> "12.4"
+        return {"source": "nvml", "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+                "cuda_driver_api": f"{cuda // 1000}.{cuda % 1000 // 10}",
+                "cuda_runtime_torch": _torch_cuda_runtime(), "devices": devices}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _torch_cuda_runtime() -> str | None:
+    torch = sys.modules.get("torch")
+    return getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+
+
+def _torch_facts() -> dict[str, Any] | None:
+    """torch's view, only when this process already imported torch (importing it here would
+    load a second CUDA stack beside another framework's)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        devices.append({"index": index, "name": props.name,
+                        "memory_mb": round(props.total_memory / 2**20),
+                        "compute_capability": f"sm_{props.major}{props.minor}"})
+    return {"source": "torch.cuda", "driver": None, "cuda_driver_api": None,
+            "cuda_runtime_torch": torch.version.cuda, "devices": devices}
 
 
 def software(frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -73,4 +145,7 @@ def software(frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
                 "numpy": package_version("numpy")}
     for name in frameworks:
         versions[name] = package_version(name)
+        gpu_build = package_version(f"{name}-gpu")  # onnxruntime-gpu installs "onnxruntime"
+        if gpu_build:
+            versions[f"{name}-gpu"] = gpu_build
     return versions

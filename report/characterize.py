@@ -20,6 +20,7 @@ from quantmark.hashing import hash_json
 from report.accuracy import decode_predictions
 from report.agreement import agree
 from report.loadgen_log import LogError, RunSummary, summarize_file
+from report.training import load as load_training
 
 SWEEP_MANIFEST = "sweep.json"
 # results.json "times" keys the runner itself writes; every other key is an artifact's
@@ -98,6 +99,7 @@ class Study:
     accuracy: dict[tuple[str, str, str], dict[str, Any]]  # (system, model, sut) -> record
     machines: dict[str, dict[str, Any]]
     folders: list[Path]
+    training: list[dict[str, Any]] = field(default_factory=list)  # train-bench records
 
     def keys(self, *names: str) -> list[tuple]:
         """Distinct values of the named Config attributes, in first-seen order."""
@@ -179,7 +181,12 @@ def load(folders: list[str | Path]) -> Study:
                config["sut"], run.summary.scenario, int(config["batch_size"]))
         grouped.setdefault(key, []).append(run)
     configs = [Config(*key, runs=group) for key, group in grouped.items()]
-    study = Study(configs, explained, accuracy, machines, roots)
+    training = load_training(roots)
+    for record in training:  # the machine of a train-bench-only folder; its framework too
+        entry = machines.setdefault(str(record.get("machine", {}).get("hostname", "unknown")),
+                                    {**record.get("machine", {}), "software": {}})
+        entry["software"] = {**record.get("software", {}), **entry.get("software", {})}
+    study = Study(configs, explained, accuracy, machines, roots, training)
     derive(study)
     return study
 

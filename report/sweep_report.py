@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.hashing import atomic_write_bytes, atomic_write_text
+from report import training
 from report.characterize import Config, Study, batch_scan, load
 from report.figures import Figure, all_figures
 from report.loadgen_log import PERCENTILES
@@ -232,15 +233,20 @@ def to_markdown(study: Study, figures: list[Figure]) -> str:
         lines += [f"**{THROTTLE_WARNING}**", ""] + [f"- {t}" for t in throttled] + [""]
     lines += ["## Machines", ""]
     lines += _md_table(MACHINE_HEADER, _machine_rows(study))
-    lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
+    inference = bool(study.configs) or not study.training  # not a train-bench-only folder
+    if inference:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
         lines += ["", f"## {title}", ""]
         lines += _md_table([h for h, _ in COLUMNS], [[f(c) for _, f in COLUMNS] for c in configs])
-    lines += ["", "## Batch-size scan", ""] + _md_table(SCAN_HEADER, _scan_rows(study))
+    if inference:
+        lines += ["", "## Batch-size scan", ""] + _md_table(SCAN_HEADER, _scan_rows(study))
+    if study.training:
+        lines += [""] + training.markdown(training.rows(study.training))
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += _md_table(EXPLAINED_HEADER, _explained_rows(study))
-    lines += ["", "## Figures", ""]
+    lines += ["", "## Figures", ""] if figures else []
     lines += [f"### {f.title}\n\n![{f.alt}](figures/{f.filename})\n" for f in figures]
     return "\n".join(lines) + "\n"
 
@@ -275,19 +281,25 @@ def to_html(study: Study, figures: list[Figure]) -> str:
         parts += [f"<p class='bad'><strong>{html.escape(THROTTLE_WARNING)}</strong></p>"
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in throttled)
                   + "</ul>"]
-    parts += ["<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study)),
-              "<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(study))
-              + "</ul>"]
+    parts += ["<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study))]
+    inference = bool(study.configs) or not study.training  # not a train-bench-only folder
+    if inference:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
+                                                    for n in _notes(study)) + "</ul>")
     validity = [h for h, _ in COLUMNS].index("validity")
     for title, configs in _sections(study):
         parts.append(f"<h2>{html.escape(title)}</h2>")
         parts.append(_html_table([h for h, _ in COLUMNS],
                                  [[f(c) for _, f in COLUMNS] for c in configs], validity))
-    parts += ["<h2>Batch-size scan</h2>", _html_table(SCAN_HEADER, _scan_rows(study))]
+    if inference:
+        parts += ["<h2>Batch-size scan</h2>", _html_table(SCAN_HEADER, _scan_rows(study))]
+    if study.training:
+        parts.append(training.to_html(training.rows(study.training)))
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   _html_table(EXPLAINED_HEADER, _explained_rows(study))]
-    parts.append("<h2>Figures</h2>")
+    if figures:
+        parts.append("<h2>Figures</h2>")
     for figure in figures:
         data = base64.b64encode(figure.png).decode()
         parts.append(f"<h3>{html.escape(figure.title)}</h3><img alt='{html.escape(figure.alt)}'"
@@ -309,9 +321,12 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     for stale in (out / "figures").glob("*.png"):  # from an earlier report of other cells
         if stale not in files:
             stale.unlink()
-    for name, text in (("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
-                       ("report.md", to_markdown(study, figures)),
-                       ("report.html", to_html(study, figures))):
+    texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
+             ("report.md", to_markdown(study, figures)),
+             ("report.html", to_html(study, figures))]
+    if study.training:
+        texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))
+    for name, text in texts:
         atomic_write_text(out / name, text)
         files.append(out / name)
     return Written(study, files)

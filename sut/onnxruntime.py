@@ -84,7 +84,7 @@ class OnnxRuntimeBackend(Backend):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = self._optimization_level(ort)
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
@@ -97,13 +97,15 @@ class OnnxRuntimeBackend(Backend):
             options.profile_file_prefix = os.path.join(tmp, "profile")
             try:
                 self._session = ort.InferenceSession(
-                    self.model_path, sess_options=options, providers=["CPUExecutionProvider"]
+                    self.model_path, sess_options=options, providers=self._providers()
                 )
                 self._input_name = self._session.get_inputs()[0].name
                 self._session.run(None, {self._input_name: self._probe_input()})
             except Exception as exc:  # ORT raises its own exception types
                 raise SutError(f"onnxruntime could not run {self.model_path}: {exc}") from exc
-            kernels = executed_kernels(self._session.end_profiling())
+            profile = self._session.end_profiling()
+            kernels = executed_kernels(profile)
+            self._inspect_profile(profile)
         executed, per_precision = precision_summary(kernels)
         self._executed = {
             "providers": self._session.get_providers(),
@@ -114,6 +116,17 @@ class OnnxRuntimeBackend(Backend):
             "evidence": "onnxruntime profiler: kernels of one run at load, with input types",
         }
         self._check(per_precision)
+
+    def _providers(self) -> list[Any]:
+        """The execution providers the session is created with (the GPU SUTs override it)."""
+        return ["CPUExecutionProvider"]
+
+    def _optimization_level(self, ort: Any) -> Any:
+        return ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+    def _inspect_profile(self, profile_path: str) -> None:
+        """Read more evidence from the load-time profile before it is deleted (GPU SUTs: which
+        execution provider ran each node)."""
 
     def _probe_input(self) -> np.ndarray:
         """A batch-1 zero input of the model's shape (symbolic dims as 1)."""

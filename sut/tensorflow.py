@@ -16,6 +16,13 @@ reporting FP32 as mixed; a ``tf-fp32`` that runs any half-precision node fails t
 an FP32 SUT under ``TF_SET_ONEDNN_FPMATH_MODE`` (oneDNN's implicit down-conversion). For
 ``tf-xla`` no TensorFlow graph runs at all; its proof is the HLO XLA compiled.
 
+On a GPU (TensorFlow sees one) every SUT runs there: ``tf-amp`` with grappler's FP16 rewrite,
+the graph-level counterpart of Keras' ``mixed_float16`` policy, which a loaded graph cannot take;
+``tf-xla`` compiles for the GPU. TF32 is switched off (FP32 nodes stay FP32), GPU memory grows on
+demand instead of being taken whole at start (so the tracker's GPU memory means something), and
+the evidence names the device of every compute node (and of the XLA function's output). A GPU
+that is visible while compute nodes ran on the CPU is a SutError: no silent CPU fallback.
+
 Process-global state: grappler's rewrite options and the intra-op thread count belong to the
 TensorFlow runtime, not to one function. Each SUT sets the rewrite options it needs at load and
 never resets them: a worker thread builds its function-call config from the global options on
@@ -71,21 +78,29 @@ def count_executed_nodes(graphs: list[Any]) -> dict[str, Any]:
     compute: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     dtypes: collections.Counter[str] = collections.Counter()
     devices: set[str] = set()
+    compute_devices: collections.Counter[str] = collections.Counter()
     onednn = 0
     for graph in graphs:
         for node in graph.node:
             dtype = _node_dtype(node)
-            if node.device:
-                devices.add(node.device.rsplit("/", 1)[-1])
+            device = node.device.rsplit("/", 1)[-1] if node.device else ""
+            if device:
+                devices.add(device)
             onednn += node.op.startswith("_Mkl")
             if dtype is None:
                 continue
             dtypes[dtype] += 1
             if _COMPUTE.search(node.op):
                 compute[dtype][node.op] += 1
+                compute_devices[device or "unplaced"] += 1
     return {"compute": {dtype: dict(sorted(ops.items())) for dtype, ops in sorted(compute.items())},
             "node_dtypes": dict(sorted(dtypes.items())), "onednn_nodes": onednn,
-            "devices": sorted(devices)}
+            "devices": sorted(devices), "compute_devices": dict(sorted(compute_devices.items()))}
+
+
+def cpu_fallback(compute_devices: dict[str, int]) -> int:
+    """Compute nodes placed on a CPU device (``device:CPU:0``), from ``compute_devices``."""
+    return sum(n for device, n in compute_devices.items() if ":CPU:" in device.upper())
 
 
 def count_hlo(hlo: str) -> dict[str, Any]:
@@ -97,8 +112,8 @@ def count_hlo(hlo: str) -> dict[str, Any]:
             "custom_calls": sorted(set(_HLO_CUSTOM.findall(hlo)))}
 
 
-def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names: dict[str, str]
-                       ) -> str:
+def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names: dict[str, str],
+                       device: str = "CPU") -> str:
     """The precision the counted compute nodes ran in; refuses a SUT that ran something else."""
     half = sorted(half_names[d] for d, ops in compute.items() if d in half_names and ops)
     if not any(compute.values()):
@@ -106,8 +121,9 @@ def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names
                        "tell what precision ran")
     if name == "tf-amp":
         if not half:
-            raise SutError("tf-amp: the mixed precision rewrite changed nothing on this CPU; "
-                           f"refusing to report FP32 as mixed (compute nodes: {compute})")
+            raise SutError(f"tf-amp: the mixed precision rewrite changed nothing on this "
+                           f"{device}; refusing to report FP32 as mixed (compute nodes: "
+                           f"{compute})")
         return "+".join([*half, "fp32"])
     if half:
         raise SutError(f"{name}: the executed graph runs {'+'.join(half)} compute nodes "
@@ -149,6 +165,7 @@ class TensorFlowBackend(Backend):
         self._evidence: dict[str, Any] = {}
         self._executed = ""
         self._grappler: dict[str, Any] = {}
+        self._device = "CPU"
         self._first_call_s: dict[int, float] = {}  # XLA: compile + one run, per batch size
 
     def _input_shape(self, batch: int | None) -> list[int | None]:
@@ -174,6 +191,9 @@ class TensorFlowBackend(Backend):
             raise SutError(f"{self.name}: TF_SET_ONEDNN_FPMATH_MODE={fpmath} lets oneDNN compute "
                            "FP32 nodes in lower precision; unset it for an FP32 SUT")
         device = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+        self._device = device
+        if device == "GPU":  # FP32 nodes stay FP32 (Ampere and newer default to TF32)
+            tf.config.experimental.enable_tensor_float_32_execution(False)
         self._set_grappler_options(device)
         try:
             loaded = tf.saved_model.load(self.model_dir)
@@ -193,7 +213,8 @@ class TensorFlowBackend(Backend):
         context.enable_run_metadata()
         try:
             started = time.perf_counter()
-            self._fn(probe).numpy()
+            output = self._fn(probe)
+            output.numpy()
             first_s = time.perf_counter() - started
             metadata = context.export_run_metadata()
         except Exception as exc:  # XLA or grappler failures surface here
@@ -210,10 +231,27 @@ class TensorFlowBackend(Backend):
             if not graphs:
                 raise SutError(f"{self.name}: TensorFlow reported no executed graph for the "
                                "first call; cannot prove what ran")
-            self._executed = executed_precision(self.name, executed["compute"], HALF_DTYPES)
+            self._executed = executed_precision(self.name, executed["compute"], HALF_DTYPES,
+                                                device)
             self._evidence = {"executed_graph": "partition graphs of the instantiated serving "
                               "function (eager run metadata)", **executed}
         self._evidence["device"] = device
+        self._evidence["output_device"] = output.device
+        self._check_placement(device, executed, output.device)
+
+    def _check_placement(self, device: str, executed: dict[str, Any], output_device: str
+                         ) -> None:
+        """With a GPU visible, the compute must have run on it (no silent CPU fallback)."""
+        if device != "GPU":
+            return
+        on_cpu = cpu_fallback(executed["compute_devices"])
+        if on_cpu:
+            raise SutError(f"{self.name}: {on_cpu} compute node(s) ran on the CPU although "
+                           f"TensorFlow sees a GPU (compute nodes by device: "
+                           f"{executed['compute_devices']}); refusing to measure a CPU fallback")
+        if self.jit and ":GPU:" not in output_device.upper():
+            raise SutError(f"{self.name}: the XLA function ran on {output_device}, not the GPU "
+                           "TensorFlow sees; refusing to measure a CPU fallback")
 
     def _xla_evidence(self, probe: Any, executed: dict[str, Any]) -> None:
         """XLA's own compiled HLO: jit_compile=True has no fallback, so a function XLA cannot
@@ -224,7 +262,8 @@ class TensorFlowBackend(Backend):
         started = time.perf_counter()
         hlo = self._fn.experimental_get_compiler_ir(probe)(stage="optimized_hlo")
         counts = count_hlo(hlo)
-        self._executed = executed_precision(self.name, counts["compute"], HLO_HALF)
+        self._executed = executed_precision(self.name, counts["compute"], HLO_HALF,
+                                            self._device)
         self._evidence = {"executed_graph": "XLA optimized HLO for batch 1 "
                           "(experimental_get_compiler_ir)", "xla_hlo": counts,
                           "tf_graph_executor_nodes": 0,
@@ -252,12 +291,16 @@ class TensorFlowBackend(Backend):
         return {
             "framework": "tensorflow",
             "framework_version": tf.__version__,
+            "device": self._device.lower(),
             "requested_precision": self.precision,
             "executed_precision": self._executed,
             "threads": self.threads or os.cpu_count(),
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "model_dir": self.model_dir,
+            # GPU only: TF32 is an NVIDIA tensor-core mode (switched off at load)
+            "tensor_float_32": (tf.config.experimental.tensor_float_32_execution_enabled()
+                                if self._device == "GPU" else None),
             "evidence": {**self._evidence, "xla": xla, "grappler_options": self._grappler,
                          "env": {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}},
         }
@@ -283,6 +326,18 @@ def _apply_threads(name: str, threads: int) -> None:
                        "TensorFlow SUT per process") from None
 
 
+def _gpu_memory_growth() -> None:
+    """Let TensorFlow take GPU memory as it needs it, not all of it at start (which would make
+    the tracker's GPU memory the whole card). Only possible before the GPU is initialised."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # already initialised in this process
+            pass
+
+
 def check_model_path(model_path: str | None, model: str) -> None:
     """Only what ``export_saved_model`` converts: state_dict, ONNX, SavedModel directory."""
     from models.source import is_torch_weights
@@ -303,6 +358,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     if name not in PRECISIONS:
         raise UserError(f"unknown TensorFlow SUT '{name}'; valid: {', '.join(PRECISIONS)}")
     check_model_path(options.model_path, options.model)
+    _gpu_memory_growth()
     _apply_threads(name, options.threads)
     from models.tf_convert import export_saved_model
 

@@ -14,7 +14,9 @@ def test_contract_names_are_listed():
                  "ov-fp16", "ov-int8", "tflite-fp32", "tflite-fp16", "tflite-int8dyn",
                  "tflite-int8", "torch-fp32", "torch-bf16", "torch-int8", "torch-int8dyn",
                  "torch-compile", "tf-fp32", "tf-xla", "tf-amp", "trt-fp32", "trt-fp16",
-                 "trt-int8"):
+                 "trt-int8", "ort-cuda-fp32", "ort-cuda-fp16", "ort-trt-fp16", "ort-trt-int8",
+                 "torch-cuda-fp32", "torch-cuda-fp16", "torch-cuda-bf16", "torch-cuda-compile",
+                 "torch-cuda-int8"):
         assert name in registry.SUTS
 
 
@@ -70,3 +72,92 @@ def test_sut_options_are_checked_against_what_the_sut_reads():
         registry.check_options(suts["tflite-int8"], {"tflite_invoke": "sometimes"})
     with pytest.raises(UserError, match="ort-int8 has no option 'tflite_invoke'.*none"):
         registry.check_options(suts["ort-int8"], {"tflite_invoke": "batched"})
+
+
+GPU_SUTS = [name for name, info in registry.SUTS.items() if info.device == "gpu"]
+
+
+def test_every_gpu_sut_says_exactly_why_it_cannot_run_here():
+    if registry.gpu_present():
+        pytest.skip("this machine has an NVIDIA GPU")
+    for name in GPU_SUTS:
+        ok, reason = registry.availability(registry.SUTS[name])
+        assert not ok and reason, name
+        if name != "tftrt-fp16":
+            assert reason.startswith("needs an NVIDIA GPU (none found)"), (name, reason)
+            assert "not built yet" not in reason, (name, reason)
+
+
+def _cpu_machine(monkeypatch, missing=("tensorrt", "torchao")):
+    """A machine like the CI box: no GPU, the CPU wheels of onnxruntime and torch."""
+    versions = {"onnxruntime": "1.31.1", "torch": "2.13.0+cpu"}
+    monkeypatch.setattr(registry, "gpu_present", lambda: False)
+    monkeypatch.setattr(registry, "_ships", lambda module, subdir, stem: False)
+    monkeypatch.setattr(registry, "_dist_version", versions.get)
+    monkeypatch.setattr(registry, "_missing_modules",
+                        lambda modules: [m for m in modules if m in missing])
+
+
+def test_gpu_reasons_name_the_missing_gpu_builds(monkeypatch):
+    _cpu_machine(monkeypatch)
+    reason = {name: registry.availability(registry.SUTS[name])[1] for name in GPU_SUTS}
+    assert reason["ort-cuda-fp16"] == (
+        "needs an NVIDIA GPU (none found); onnxruntime-gpu not installed (onnxruntime 1.31.1 "
+        "here is the CPU build, without CUDAExecutionProvider): pip uninstall -y onnxruntime "
+        "&& pip install 'quantmark[ort-gpu]'")
+    assert reason["ort-trt-int8"] == (
+        "needs an NVIDIA GPU (none found); tensorrt not installed; onnxruntime-gpu not "
+        "installed (onnxruntime 1.31.1 here is the CPU build, without "
+        "TensorrtExecutionProvider): pip uninstall -y onnxruntime && pip install "
+        "'quantmark[ort-trt]'")
+    assert reason["torch-cuda-fp16"] == (
+        "needs an NVIDIA GPU (none found); torch 2.13.0+cpu is a CPU-only build: install a "
+        "CUDA build of torch (see https://pytorch.org/get-started/locally/)")
+    assert reason["torch-cuda-int8"].startswith(
+        "needs an NVIDIA GPU (none found); needs torchao (pip install torchao) and a CUDA GPU; "
+        "torch 2.13.0+cpu is a CPU-only build")
+    assert reason["trt-fp16"] == ("needs an NVIDIA GPU (none found); tensorrt not installed: "
+                                  "pip install 'quantmark[trt]'")
+
+
+def test_gpu_suts_run_on_a_gpu_machine_with_the_gpu_builds(monkeypatch):
+    monkeypatch.setattr(registry, "gpu_present", lambda: True)
+    monkeypatch.setattr(registry, "_ships", lambda module, subdir, stem: True)
+    monkeypatch.setattr(registry, "_missing_modules", lambda modules: [])
+    for name in GPU_SUTS:
+        if name != "tftrt-fp16":
+            assert registry.availability(registry.SUTS[name]) == (True, ""), name
+
+
+def test_a_cpu_onnxruntime_over_onnxruntime_gpu_is_named(monkeypatch):
+    _cpu_machine(monkeypatch, missing=())
+    monkeypatch.setattr(registry, "gpu_present", lambda: True)
+    monkeypatch.setattr(registry, "_dist_version",
+                        {"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}.get)
+    ok, reason = registry.availability(registry.SUTS["ort-cuda-fp32"])
+    assert not ok and "the CPU onnxruntime overwrote onnxruntime-gpu's" in reason
+    # no onnxruntime at all: the extra, not the provider, is what is missing
+    _cpu_machine(monkeypatch, missing=("onnxruntime", "onnx"))
+    ok, reason = registry.availability(registry.SUTS["ort-cuda-fp32"])
+    assert reason.endswith("onnxruntime, onnx not installed: pip install 'quantmark[ort-gpu]'")
+
+
+def test_gpu_suts_factories_options_and_baselines():
+    suts = registry.SUTS
+    for name in ("trt-fp32", "trt-fp16", "trt-int8"):
+        assert suts[name].factory == "sut.tensorrt:create"
+        assert suts[name].requires == ("tensorrt",) and suts[name].extra == "trt"
+    assert suts["trt-int8"].options == (("trt_int8_route", ("calibrator", "qdq")),)
+    registry.check_options(suts["ort-trt-int8"], {"trt_int8_route": "qdq"})
+    registry.check_options(suts["torch-cuda-compile"], {"cuda_graphs": "off"})
+    with pytest.raises(UserError, match="ort-cuda-fp16 has no option 'trt_int8_route'"):
+        registry.check_options(suts["ort-cuda-fp16"], {"trt_int8_route": "qdq"})
+    for name in GPU_SUTS:
+        info = suts[name]
+        assert info.implemented or name == "tftrt-fp16", name
+    assert registry.fp32_baseline("ort-cuda-fp16") == "ort-cuda-fp32"
+    assert registry.fp32_baseline("torch-cuda-int8") == "torch-cuda-fp32"
+    assert registry.fp32_baseline("trt-int8") == "trt-fp32"
+    assert registry.fp32_baseline("ort-int8") == "ort-fp32"
+    for name in registry.GPU_FP32_BASELINE.values():
+        assert suts[name].device == "gpu" and suts[name].precision.startswith("fp32")

@@ -1,0 +1,448 @@
+"""TensorRT engines: ONNX -> serialized engine (plan), cached like every artifact.
+
+What decides an engine is hashed into its cache key (``engine_cache_key``): the ONNX it was
+parsed from, the precision, the dynamic-batch optimisation profile, the TensorRT version, the
+GPU (name and compute capability: a plan only runs on the GPU kind it was tuned on), the
+calibration set for INT8 and the INT8 route. Engines live in
+``cache_dir("models")/<model>/<key>/`` like every other artifact.
+
+INT8 has two routes:
+
+* ``calibrator`` (default): implicit quantization. TensorRT runs the FP32 network over the
+  shared calibration set through ``IInt8EntropyCalibrator2`` and picks per-tensor scales. The
+  calibrator's result (the calibration cache) is written under
+  ``cache_dir("models")/<model>/trt-calibration/`` keyed by the ONNX, the calibration set, the
+  TensorRT version and the calibrator settings, so a second engine of the same model (another
+  batch profile) reuses it without calibrating again.
+* ``qdq``: explicit quantization. ONNX Runtime's static quantizer writes a QDQ model with the
+  form TensorRT accepts (signed INT8, symmetric scales, zero points 0, float biases), and
+  TensorRT honours those scales.
+
+``trt-fp32`` clears ``BuilderFlag.TF32`` (on by default since Ampere): its matrix products are
+IEEE FP32, so the FP32 baseline is FP32. Both INT8 routes also allow FP16, so layers TensorRT
+keeps out of INT8 run FP16 rather than FP32 (what MLPerf submissions do); the SUT reports per
+layer what ran.
+
+Versions: the precision flags (``BuilderFlag.FP16`` / ``INT8``) and the calibrator are
+TensorRT 10 API; TensorRT 11 removed both (strongly typed networks only). Under TensorRT 11
+``trt-fp32`` and the ``qdq`` route still build, and the other SUTs stop with a one-line reason.
+
+CUDA memory and streams come from cuda-python's runtime bindings, not torch: quantmark's torch
+is the CPU wheel, torch's CUDA build is a ~2 GB dependency for two allocations, and cuda-python
+is NVIDIA's small companion package to the TensorRT Python API.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.artifacts import Artifact, cached_build, progress
+from quantmark.errors import SutError, UserError
+from quantmark.hashing import atomic_write_bytes, hash_file, hash_json
+from quantmark.paths import cache_dir
+
+#: everything about how an engine is built that is not an argument of ``engine_cache_key``
+BUILD_RECIPE: dict[str, Any] = {"profiling_verbosity": "DETAILED", "int8_also_fp16": True,
+                                "fp32_tf32": False, "calibrator": "entropy2",
+                                "calibration_batch": 8, "version": 1}
+CALIBRATION_BATCH = BUILD_RECIPE["calibration_batch"]
+ROUTES = ("calibrator", "qdq")
+PRECISIONS = ("fp32", "fp16", "int8")
+#: ORT static quantization in the form TensorRT's explicit quantization accepts
+TRT_QDQ_RECIPE: dict[str, Any] = {
+    "format": "QDQ", "activation_type": "QInt8", "weight_type": "QInt8", "per_channel": True,
+    "activation_symmetric": True, "weight_symmetric": True, "quantize_bias": False,
+    "calibrate_method": "MinMax", "pre_process": True, "calibration_batch": 8, "version": 1,
+}
+PLAN_SUFFIX = ".plan"
+
+
+# --------------------------------------------------------------------------- cache keys
+
+def engine_cache_key(onnx_key: str, precision: str, profile: BatchProfile, trt_version: str,
+                     gpu_name: str, compute_capability: str, calibration_hash: str | None,
+                     route: str | None) -> str:
+    """Stable hash of everything that decides an engine; any changed field changes it."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return hash_json({
+        "what": "tensorrt-engine", "onnx": onnx_key, "precision": precision,
+        "profile": profile.to_json(), "tensorrt": trt_version, "gpu": gpu_name,
+        "compute_capability": compute_capability, "calibration": calibration_hash,
+        "route": route, "recipe": BUILD_RECIPE,
+    })
+
+
+def calibration_cache_path(model: str, onnx_key: str, calibration_hash: str, trt_version: str,
+                           batch_size: int = CALIBRATION_BATCH) -> Path:
+    """Where the entropy calibrator's cache for this (network, calibration set) lives: beside
+    the model's engines, not inside one, so every engine of the model shares it."""
+    key = hash_json({"what": "tensorrt-calibration-cache", "onnx": onnx_key,
+                     "calibration": calibration_hash, "tensorrt": trt_version,
+                     "algorithm": BUILD_RECIPE["calibrator"], "batch": batch_size})
+    return cache_dir("models") / model / "trt-calibration" / f"{key}.cache"
+
+
+# --------------------------------------------------------------------------- batch profile
+
+@dataclass(frozen=True)
+class BatchProfile:
+    """Min / opt / max batch of the engine's dynamic-batch optimisation profile."""
+
+    min: int
+    opt: int
+    max: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min <= self.opt <= self.max:
+            raise ValueError(f"need 1 <= min <= opt <= max, got {self.min}/{self.opt}/{self.max}")
+
+    @classmethod
+    def for_run(cls, scenario: str, batch_size: int) -> BatchProfile:
+        """SingleStream predicts one sample at a time: 1/1/1. The batching scenarios (Offline,
+        MultiStream, Server) predict up to ``batch_size`` samples, usually exactly that many:
+        tuned for ``batch_size``, valid from 1 (a Server batch can be partly filled)."""
+        if batch_size < 1:
+            raise ValueError(f"batch size must be >= 1, got {batch_size}")
+        if scenario == "SingleStream":
+            return cls(1, 1, 1)
+        return cls(1, batch_size, batch_size)
+
+    def shapes(self, sample_shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """(min, opt, max) input shapes for a sample shape such as (3, 224, 224)."""
+        return tuple((batch, *sample_shape) for batch in (self.min, self.opt, self.max))
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- calibration
+
+class CalibrationBatcher:
+    """Serves a float32 calibration array in batches of exactly ``batch_size`` samples.
+
+    TensorRT's calibrator wants exactly ``get_batch_size()`` samples per batch. The last
+    partial batch is **padded**, not dropped, by wrapping around to the first samples of the
+    set: every calibration image is seen whatever the batch size (dropping would lose up to
+    ``batch_size - 1`` images of a small shared set and make the scales depend on the batch
+    size), and the padding is real images repeated, not zeros (zeros would pile up at 0 in the
+    entropy calibrator's histograms). A set smaller than one batch is repeated to fill it.
+    After the last batch ``next_batch`` returns None until ``reset``.
+    """
+
+    def __init__(self, data: np.ndarray, batch_size: int = CALIBRATION_BATCH) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch size must be >= 1, got {batch_size}")
+        if data.ndim < 2 or len(data) == 0:
+            raise ValueError(f"calibration data must be a non-empty batch, got {data.shape}")
+        self.data = data
+        self.batch_size = batch_size
+        self.total_batches = -(-len(data) // batch_size)
+        self.padded = self.total_batches * batch_size - len(data)
+        self.served = 0
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape[1:])
+
+    @property
+    def batch_nbytes(self) -> int:
+        return int(self.batch_size * np.prod(self.sample_shape)) * 4
+
+    def next_batch(self) -> np.ndarray | None:
+        """The next C-contiguous float32 batch of ``batch_size`` samples, or None at the end."""
+        if self.served >= self.total_batches:
+            return None
+        start = self.served * self.batch_size
+        self.served += 1
+        end = start + self.batch_size
+        if end <= len(self.data):
+            chunk = self.data[start:end]
+        else:
+            chunk = self.data[np.arange(start, end) % len(self.data)]
+        return np.ascontiguousarray(chunk, dtype=np.float32)
+
+    def reset(self) -> None:
+        self.served = 0
+
+
+class CalibrationCache:
+    """The calibration cache file: read back when present (TensorRT then skips calibration),
+    written atomically when TensorRT hands over a fresh one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.hit = False  # a cache was read and handed to TensorRT
+        self.written = False
+
+    def read(self) -> bytes | None:
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return None
+        if not data:
+            return None
+        self.hit = True
+        return data
+
+    def write(self, data: bytes) -> None:
+        atomic_write_bytes(self.path, bytes(data))
+        self.written = True
+
+
+def make_entropy_calibrator(batcher: CalibrationBatcher, cache: CalibrationCache) -> Any:
+    """An ``IInt8EntropyCalibrator2`` over ``batcher`` (defined here: TensorRT is imported
+    only when a calibrator is needed). It owns one device buffer of a batch; ``free`` it."""
+    import tensorrt as trt
+
+    runtime = cuda_runtime()
+
+    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
+        def __init__(self) -> None:
+            trt.IInt8EntropyCalibrator2.__init__(self)
+            self.device = cuda_call(runtime.cudaMalloc(batcher.batch_nbytes))
+
+        def get_batch_size(self) -> int:
+            return batcher.batch_size
+
+        def get_batch(self, names: list[str]) -> list[int] | None:
+            batch = batcher.next_batch()
+            if batch is None:
+                return None
+            cuda_call(runtime.cudaMemcpy(self.device, batch.ctypes.data, batch.nbytes,
+                                         runtime.cudaMemcpyKind.cudaMemcpyHostToDevice))
+            return [int(self.device)] * len(names)
+
+        def read_calibration_cache(self) -> bytes | None:
+            return cache.read()
+
+        def write_calibration_cache(self, data: Any) -> None:
+            cache.write(bytes(data))
+
+        def free(self) -> None:
+            if self.device:
+                cuda_call(runtime.cudaFree(self.device))
+                self.device = 0
+
+    return EntropyCalibrator()
+
+
+# --------------------------------------------------------------------------- CUDA helpers
+
+def cuda_runtime() -> Any:
+    """cuda-python's CUDA runtime bindings (``cuda.bindings.runtime``; ``cuda.cudart`` in
+    releases before 12.8, removed in 13)."""
+    try:
+        from cuda.bindings import runtime
+    except ImportError:
+        try:
+            from cuda import cudart as runtime  # type: ignore[no-redef]
+        except ImportError:
+            raise UserError("the TensorRT SUTs need cuda-python for device buffers and "
+                            "streams: pip install 'quantmark[trt]'") from None
+    return runtime
+
+
+def cuda_call(result: Any) -> Any:
+    """cuda-python returns ``(error, *values)``: raise SutError on an error, else the value(s)."""
+    error, *values = result if isinstance(result, tuple) else (result,)
+    runtime = cuda_runtime()
+    if error != runtime.cudaError_t.cudaSuccess:
+        text = runtime.cudaGetErrorString(error)
+        text = text[1] if isinstance(text, tuple) else text
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        raise SutError(f"CUDA error {getattr(error, 'name', error)}: {text}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def native_handle(obj: Any) -> int:
+    """The raw address of a cuda-python object (a stream) as TensorRT takes it."""
+    try:
+        from cuda.bindings.utils import get_cuda_native_handle
+    except ImportError:  # before cuda-python 13, int() gives the address
+        return int(obj)
+    return int(get_cuda_native_handle(obj))
+
+
+def gpu_identity() -> tuple[str, str]:
+    """(GPU name, compute capability "sm_XY") of the current CUDA device."""
+    runtime = cuda_runtime()
+    device = cuda_call(runtime.cudaGetDevice())
+    props = cuda_call(runtime.cudaGetDeviceProperties(device))
+    name = props.name
+    name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    return name.rstrip("\x00").strip(), f"sm_{props.major}{props.minor}"
+
+
+def check_trt_supports(trt: Any, precision: str, route: str | None) -> None:
+    """Refuse, in one line, what this TensorRT cannot build (TensorRT 11 has no weak typing)."""
+    version = trt.__version__
+    if precision in ("fp16", "int8") and not hasattr(trt.BuilderFlag, "FP16"):
+        if precision == "fp16" or route == "calibrator":
+            what = ("the INT8 calibrator" if precision == "int8" else "BuilderFlag.FP16")
+            hint = (" or run trt-int8 with --sut-option trt_int8_route=qdq"
+                    if precision == "int8" else "")
+            raise UserError(f"TensorRT {version} removed {what} (strongly typed networks only); "
+                            f"trt-{precision} needs TensorRT 10: pip install 'tensorrt>=10,<11'"
+                            f"{hint}")
+
+
+# --------------------------------------------------------------------------- QDQ for TensorRT
+
+def qdq_onnx_for_tensorrt(fp32: Artifact, calibration: np.ndarray,
+                          calibration_hash: str) -> Artifact:
+    """A QDQ copy of ``fp32`` TensorRT can run as explicit INT8: signed INT8 activations and
+    weights, symmetric (zero points 0), per-channel weights, float biases (TensorRT has no
+    INT32 dequantization for them). ``models.ort_quantize``'s CPU recipe (uint8 activations with
+    zero points) is what MLAS runs fastest, and TensorRT rejects it."""
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from models.ort_quantize import ArrayReader, count_qdq_nodes
+
+    if calibration.ndim != 4 or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
+                         f"{calibration.shape}")
+    key = hash_json({"what": "trt-qdq-int8", "fp32": fp32.key, "calibration": calibration_hash,
+                     "recipe": TRT_QDQ_RECIPE, "onnxruntime": onnxruntime.__version__,
+                     "onnx": onnx.__version__})
+    model = fp32.meta.get("model", fp32.path.stem)
+
+    def build(folder: Path) -> Artifact:
+        progress(f"quantizing {model} to TensorRT-style QDQ INT8 on {len(calibration)} "
+                 "calibration samples ...")
+        started = time.perf_counter()
+        pre = folder / "pre.onnx"
+        quant_pre_process(str(fp32.path), str(pre))
+        reader = ArrayReader(calibration, fp32.meta.get("input_name", "input"), "NCHW",
+                             TRT_QDQ_RECIPE["calibration_batch"])
+        out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8-trtqdq.onnx"
+        quantize_static(str(pre), str(out), reader, quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QInt8,
+                        weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
+                                       "QuantizeBias": False})
+        pre.unlink()
+        seconds = time.perf_counter() - started
+        meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
+        meta.update({"quant_recipe": TRT_QDQ_RECIPE, "calibration_hash": calibration_hash,
+                     "calibration_samples": int(len(calibration)), "fp32_key": fp32.key,
+                     "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
+                     "qdq": count_qdq_nodes(out)})
+        return Artifact(path=out, format="onnx", precision="int8", key=key, weights=fp32.weights,
+                        source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
+                        times={"quantize_s": round(seconds, 3)}, meta=meta)
+
+    return cached_build(model, key, build)
+
+
+# --------------------------------------------------------------------------- engine build
+
+def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile, *,
+                 route: str | None = None, calibration: np.ndarray | None = None,
+                 calibration_hash: str | None = None) -> Artifact:
+    """The cached TensorRT engine of ``onnx_artifact`` at ``precision`` for ``profile``.
+
+    ``route`` is "calibrator" or "qdq" for INT8 (None otherwise); the calibrator route needs the
+    NCHW float32 ``calibration`` array, both INT8 routes its ``calibration_hash``.
+    """
+    import tensorrt as trt
+
+    check_trt_supports(trt, precision, route)
+    if precision == "int8" and route not in ROUTES:
+        raise ValueError(f"INT8 route must be one of {ROUTES}, got {route!r}")
+    if precision == "int8" and route == "calibrator" and calibration is None:
+        raise ValueError("the calibrator route needs the calibration array")
+    gpu, capability = gpu_identity()
+    model = onnx_artifact.meta.get("model", onnx_artifact.path.stem)
+    key = engine_cache_key(onnx_artifact.key, precision, profile, trt.__version__, gpu,
+                           capability, calibration_hash if precision == "int8" else None,
+                           route if precision == "int8" else None)
+    calibration_file = (calibration_cache_path(model, onnx_artifact.key, calibration_hash or "",
+                                               trt.__version__)
+                        if precision == "int8" and route == "calibrator" else None)
+
+    def build(folder: Path) -> Artifact:
+        progress(f"building the TensorRT {precision} engine of {model} for {gpu} "
+                 f"(batch {profile.min}/{profile.opt}/{profile.max}; one-off, then cached) ...")
+        started = time.perf_counter()
+        logger = trt.Logger(trt.Logger.WARNING)
+        builder = trt.Builder(logger)
+        flags = 0 if int(trt.__version__.split(".")[0]) >= 10 else (
+            1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
+        network = builder.create_network(flags)
+        parser = trt.OnnxParser(network, logger)
+        if not parser.parse_from_file(str(onnx_artifact.path)):
+            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+            raise SutError(f"TensorRT's ONNX parser rejected {onnx_artifact.path}: {errors}")
+        tensor = network.get_input(0)
+        shape = tuple(tensor.shape)
+        built_profile = profile
+        if shape[0] != -1:  # a static-batch user ONNX: the engine runs that batch only
+            built_profile = BatchProfile(shape[0], shape[0], shape[0])
+        config = builder.create_builder_config()
+        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+        optimisation = builder.create_optimization_profile()
+        optimisation.set_shape(tensor.name, *built_profile.shapes(shape[1:]))
+        config.add_optimization_profile(optimisation)
+        calibrator = cache = None
+        if precision == "fp32" and hasattr(trt.BuilderFlag, "TF32"):
+            config.clear_flag(trt.BuilderFlag.TF32)
+        if precision in ("fp16", "int8") and hasattr(trt.BuilderFlag, "FP16"):
+            config.set_flag(trt.BuilderFlag.FP16)
+        if precision == "int8" and hasattr(trt.BuilderFlag, "INT8"):
+            config.set_flag(trt.BuilderFlag.INT8)
+        if precision == "int8" and route == "calibrator":
+            batcher = CalibrationBatcher(calibration, CALIBRATION_BATCH)
+            calib_profile = builder.create_optimization_profile()
+            fixed = (CALIBRATION_BATCH, *shape[1:])
+            calib_profile.set_shape(tensor.name, fixed, fixed, fixed)
+            config.set_calibration_profile(calib_profile)
+            cache = CalibrationCache(calibration_file)
+            calibrator = make_entropy_calibrator(batcher, cache)
+            config.int8_calibrator = calibrator
+        try:
+            plan = builder.build_serialized_network(network, config)
+        finally:
+            if calibrator is not None:
+                calibrator.free()
+        if plan is None:
+            raise SutError(f"TensorRT could not build the {precision} engine of {model} "
+                           "(its log above says why)")
+        out = folder / f"{model}-{precision}{PLAN_SUFFIX}"
+        out.write_bytes(bytes(plan))
+        seconds = time.perf_counter() - started
+        progress(f"built the TensorRT engine of {model} in {seconds:.1f} s")
+        meta = {k: v for k, v in onnx_artifact.meta.items()
+                if k in ("model", "input_name", "output_name", "layout", "label_offset",
+                         "num_classes")}
+        meta.update({
+            "tensorrt": trt.__version__, "gpu": gpu, "compute_capability": capability,
+            "profile": built_profile.to_json(), "requested_profile": profile.to_json(),
+            "input_name": tensor.name, "sample_shape": list(shape[1:]), "route": route,
+            "onnx_key": onnx_artifact.key, "onnx_file": str(onnx_artifact.path),
+            "build_recipe": BUILD_RECIPE, "sha256": hash_file(out),
+        })
+        if cache is not None:
+            meta["calibration"] = {"hash": calibration_hash, "samples": int(len(calibration)),
+                                   "batch": CALIBRATION_BATCH, "cache_file": str(cache.path),
+                                   "cache_hit": cache.hit, "cache_written": cache.written,
+                                   "batches_fed": batcher.served, "padded": batcher.padded}
+        elif precision == "int8":
+            meta["calibration"] = {"hash": calibration_hash, "qdq": onnx_artifact.meta.get("qdq")}
+        return Artifact(path=out, format="tensorrt", precision=precision, key=key,
+                        weights=onnx_artifact.weights,
+                        source_hash=onnx_artifact.meta.get("sha256") or hash_file(
+                            onnx_artifact.path),
+                        times={"engine_build_s": round(seconds, 3)}, meta=meta)
+
+    return cached_build(model, key, build)
