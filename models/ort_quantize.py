@@ -33,6 +33,10 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 from models.artifacts import Artifact, cached_build, progress
 from quantmark.hashing import hash_file, hash_json
 
+#: the INT8 calibration table ONNX Runtime's TensorRT provider reads (ort-trt-int8)
+TABLE_RECIPE: dict[str, Any] = {"calibrator": "onnxruntime MinMax", "symmetric": True,
+                                "table": "write_calibration_table (flatbuffers)",
+                                "calibration_batch": 8, "version": 1}
 QUANT_RECIPE: dict[str, Any] = {
     "format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8", "per_channel": True,
     "calibrate_method": "MinMax", "pre_process": True, "calibration_batch": 8, "version": 1,
@@ -217,5 +221,51 @@ def convert_fp16(fp32: Artifact) -> Artifact:
                         weights=fp32.weights,
                         source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
                         times={"convert_s": round(seconds, 3)}, meta=meta)
+
+    return cached_build(model, key, build)
+
+
+def tensorrt_calibration_table(fp32: Artifact, calibration: np.ndarray,
+                               calibration_hash: str) -> Artifact:
+    """ONNX Runtime's INT8 calibration table for the TensorRT provider, cached as an artifact:
+    MinMax ranges (symmetric) of every float tensor of ``fp32`` over ``calibration`` (float32
+    NCHW), written by ``write_calibration_table`` (``calibration.flatbuffers``)."""
+    from onnxruntime.quantization.calibrate import create_calibrator
+    from onnxruntime.quantization.quant_utils import write_calibration_table
+
+    if calibration.ndim != 4 or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
+                         f"{calibration.shape}")
+    key = hash_json({"what": "ort-trt-calibration-table", "fp32": fp32.key,
+                     "calibration": calibration_hash, "recipe": TABLE_RECIPE,
+                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
+    model = fp32.meta.get("model", fp32.path.stem)
+
+    def build(folder: Path) -> Artifact:
+        progress(f"calibrating {model} for the TensorRT provider on {len(calibration)} "
+                 "samples ...")
+        started = time.perf_counter()
+        augmented = folder / "augmented.onnx"
+        calibrator = create_calibrator(str(fp32.path), augmented_model_path=str(augmented),
+                                       calibrate_method=CalibrationMethod.MinMax,
+                                       providers=["CPUExecutionProvider"],
+                                       extra_options={"symmetric": True})
+        calibrator.collect_data(ArrayReader(calibration, fp32.meta.get("input_name", "input"),
+                                            fp32.meta.get("layout", "NCHW"),
+                                            TABLE_RECIPE["calibration_batch"]))
+        ranges = calibrator.compute_data()
+        write_calibration_table(ranges, dir=str(folder))
+        augmented.unlink(missing_ok=True)
+        table = folder / "calibration.flatbuffers"
+        seconds = time.perf_counter() - started
+        meta = {"model": model, "table_recipe": TABLE_RECIPE, "fp32_key": fp32.key,
+                "calibration_hash": calibration_hash,
+                "calibration_samples": int(len(calibration)),
+                "tensors": len(list(ranges.keys())), "onnxruntime": onnxruntime.__version__,
+                "sha256": hash_file(table)}
+        return Artifact(path=table, format="ort-trt-calibration-table", precision="int8",
+                        key=key, weights=fp32.weights,
+                        source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
+                        times={"calibration_s": round(seconds, 3)}, meta=meta)
 
     return cached_build(model, key, build)

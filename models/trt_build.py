@@ -8,12 +8,9 @@ calibration set for INT8 and the INT8 route. Engines live in
 
 INT8 has two routes:
 
-* ``calibrator`` (default): implicit quantization. TensorRT runs the FP32 network over the
-  shared calibration set through ``IInt8EntropyCalibrator2`` and picks per-tensor scales. The
-  calibrator's result (the calibration cache) is written under
-  ``cache_dir("models")/<model>/trt-calibration/`` keyed by the ONNX, the calibration set, the
-  TensorRT version and the calibrator settings, so a second engine of the same model (another
-  batch profile) reuses it without calibrating again.
+* ``calibrator`` (default): implicit quantization. TensorRT's entropy calibrator picks
+  per-tensor scales on the shared calibration set; its cache is reused across engines
+  (``models.trt_calibration``).
 * ``qdq``: explicit quantization. ONNX Runtime's static quantizer writes a QDQ model with the
   form TensorRT accepts (signed INT8, symmetric scales, zero points 0, float biases), and
   TensorRT honours those scales.
@@ -27,9 +24,7 @@ Versions: the precision flags (``BuilderFlag.FP16`` / ``INT8``) and the calibrat
 TensorRT 10 API; TensorRT 11 removed both (strongly typed networks only). Under TensorRT 11
 ``trt-fp32`` and the ``qdq`` route still build, and the other SUTs stop with a one-line reason.
 
-CUDA memory and streams come from cuda-python's runtime bindings, not torch: quantmark's torch
-is the CPU wheel, torch's CUDA build is a ~2 GB dependency for two allocations, and cuda-python
-is NVIDIA's small companion package to the TensorRT Python API.
+CUDA calls go through cuda-python (``models.cuda_runtime``).
 """
 
 from __future__ import annotations
@@ -42,15 +37,22 @@ from typing import Any
 import numpy as np
 
 from models.artifacts import Artifact, cached_build, progress
+from models.cuda_runtime import gpu_identity
+from models.trt_calibration import (
+    CALIBRATION_BATCH,
+    CALIBRATOR,
+    CalibrationBatcher,
+    CalibrationCache,
+    calibration_cache_path,
+    make_entropy_calibrator,
+)
 from quantmark.errors import SutError, UserError
-from quantmark.hashing import atomic_write_bytes, hash_file, hash_json
-from quantmark.paths import cache_dir
+from quantmark.hashing import hash_file, hash_json
 
 #: everything about how an engine is built that is not an argument of ``engine_cache_key``
 BUILD_RECIPE: dict[str, Any] = {"profiling_verbosity": "DETAILED", "int8_also_fp16": True,
-                                "fp32_tf32": False, "calibrator": "entropy2",
-                                "calibration_batch": 8, "version": 1}
-CALIBRATION_BATCH = BUILD_RECIPE["calibration_batch"]
+                                "fp32_tf32": False, "calibrator": CALIBRATOR,
+                                "calibration_batch": CALIBRATION_BATCH, "version": 1}
 ROUTES = ("calibrator", "qdq")
 PRECISIONS = ("fp32", "fp16", "int8")
 #: ORT static quantization in the form TensorRT's explicit quantization accepts
@@ -76,16 +78,6 @@ def engine_cache_key(onnx_key: str, precision: str, profile: BatchProfile, trt_v
         "compute_capability": compute_capability, "calibration": calibration_hash,
         "route": route, "recipe": BUILD_RECIPE,
     })
-
-
-def calibration_cache_path(model: str, onnx_key: str, calibration_hash: str, trt_version: str,
-                           batch_size: int = CALIBRATION_BATCH) -> Path:
-    """Where the entropy calibrator's cache for this (network, calibration set) lives: beside
-    the model's engines, not inside one, so every engine of the model shares it."""
-    key = hash_json({"what": "tensorrt-calibration-cache", "onnx": onnx_key,
-                     "calibration": calibration_hash, "tensorrt": trt_version,
-                     "algorithm": BUILD_RECIPE["calibrator"], "batch": batch_size})
-    return cache_dir("models") / model / "trt-calibration" / f"{key}.cache"
 
 
 # --------------------------------------------------------------------------- batch profile
@@ -121,165 +113,7 @@ class BatchProfile:
         return asdict(self)
 
 
-# --------------------------------------------------------------------------- calibration
-
-class CalibrationBatcher:
-    """Serves a float32 calibration array in batches of exactly ``batch_size`` samples.
-
-    TensorRT's calibrator wants exactly ``get_batch_size()`` samples per batch. The last
-    partial batch is **padded**, not dropped, by wrapping around to the first samples of the
-    set: every calibration image is seen whatever the batch size (dropping would lose up to
-    ``batch_size - 1`` images of a small shared set and make the scales depend on the batch
-    size), and the padding is real images repeated, not zeros (zeros would pile up at 0 in the
-    entropy calibrator's histograms). A set smaller than one batch is repeated to fill it.
-    After the last batch ``next_batch`` returns None until ``reset``.
-    """
-
-    def __init__(self, data: np.ndarray, batch_size: int = CALIBRATION_BATCH) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch size must be >= 1, got {batch_size}")
-        if data.ndim < 2 or len(data) == 0:
-            raise ValueError(f"calibration data must be a non-empty batch, got {data.shape}")
-        self.data = data
-        self.batch_size = batch_size
-        self.total_batches = -(-len(data) // batch_size)
-        self.padded = self.total_batches * batch_size - len(data)
-        self.served = 0
-
-    @property
-    def sample_shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape[1:])
-
-    @property
-    def batch_nbytes(self) -> int:
-        return int(self.batch_size * np.prod(self.sample_shape)) * 4
-
-    def next_batch(self) -> np.ndarray | None:
-        """The next C-contiguous float32 batch of ``batch_size`` samples, or None at the end."""
-        if self.served >= self.total_batches:
-            return None
-        start = self.served * self.batch_size
-        self.served += 1
-        end = start + self.batch_size
-        if end <= len(self.data):
-            chunk = self.data[start:end]
-        else:
-            chunk = self.data[np.arange(start, end) % len(self.data)]
-        return np.ascontiguousarray(chunk, dtype=np.float32)
-
-    def reset(self) -> None:
-        self.served = 0
-
-
-class CalibrationCache:
-    """The calibration cache file: read back when present (TensorRT then skips calibration),
-    written atomically when TensorRT hands over a fresh one."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.hit = False  # a cache was read and handed to TensorRT
-        self.written = False
-
-    def read(self) -> bytes | None:
-        try:
-            data = self.path.read_bytes()
-        except OSError:
-            return None
-        if not data:
-            return None
-        self.hit = True
-        return data
-
-    def write(self, data: bytes) -> None:
-        atomic_write_bytes(self.path, bytes(data))
-        self.written = True
-
-
-def make_entropy_calibrator(batcher: CalibrationBatcher, cache: CalibrationCache) -> Any:
-    """An ``IInt8EntropyCalibrator2`` over ``batcher`` (defined here: TensorRT is imported
-    only when a calibrator is needed). It owns one device buffer of a batch; ``free`` it."""
-    import tensorrt as trt
-
-    runtime = cuda_runtime()
-
-    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
-        def __init__(self) -> None:
-            trt.IInt8EntropyCalibrator2.__init__(self)
-            self.device = cuda_call(runtime.cudaMalloc(batcher.batch_nbytes))
-
-        def get_batch_size(self) -> int:
-            return batcher.batch_size
-
-        def get_batch(self, names: list[str]) -> list[int] | None:
-            batch = batcher.next_batch()
-            if batch is None:
-                return None
-            cuda_call(runtime.cudaMemcpy(self.device, batch.ctypes.data, batch.nbytes,
-                                         runtime.cudaMemcpyKind.cudaMemcpyHostToDevice))
-            return [int(self.device)] * len(names)
-
-        def read_calibration_cache(self) -> bytes | None:
-            return cache.read()
-
-        def write_calibration_cache(self, data: Any) -> None:
-            cache.write(bytes(data))
-
-        def free(self) -> None:
-            if self.device:
-                cuda_call(runtime.cudaFree(self.device))
-                self.device = 0
-
-    return EntropyCalibrator()
-
-
-# --------------------------------------------------------------------------- CUDA helpers
-
-def cuda_runtime() -> Any:
-    """cuda-python's CUDA runtime bindings (``cuda.bindings.runtime``; ``cuda.cudart`` in
-    releases before 12.8, removed in 13)."""
-    try:
-        from cuda.bindings import runtime
-    except ImportError:
-        try:
-            from cuda import cudart as runtime  # type: ignore[no-redef]
-        except ImportError:
-            raise UserError("the TensorRT SUTs need cuda-python for device buffers and "
-                            "streams: pip install 'quantmark[trt]'") from None
-    return runtime
-
-
-def cuda_call(result: Any) -> Any:
-    """cuda-python returns ``(error, *values)``: raise SutError on an error, else the value(s)."""
-    error, *values = result if isinstance(result, tuple) else (result,)
-    runtime = cuda_runtime()
-    if error != runtime.cudaError_t.cudaSuccess:
-        text = runtime.cudaGetErrorString(error)
-        text = text[1] if isinstance(text, tuple) else text
-        text = text.decode() if isinstance(text, bytes) else str(text)
-        raise SutError(f"CUDA error {getattr(error, 'name', error)}: {text}")
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def native_handle(obj: Any) -> int:
-    """The raw address of a cuda-python object (a stream) as TensorRT takes it."""
-    try:
-        from cuda.bindings.utils import get_cuda_native_handle
-    except ImportError:  # before cuda-python 13, int() gives the address
-        return int(obj)
-    return int(get_cuda_native_handle(obj))
-
-
-def gpu_identity() -> tuple[str, str]:
-    """(GPU name, compute capability "sm_XY") of the current CUDA device."""
-    runtime = cuda_runtime()
-    device = cuda_call(runtime.cudaGetDevice())
-    props = cuda_call(runtime.cudaGetDeviceProperties(device))
-    name = props.name
-    name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
-    return name.rstrip("\x00").strip(), f"sm_{props.major}{props.minor}"
-
+# --------------------------------------------------------------------------- TensorRT version
 
 def check_trt_supports(trt: Any, precision: str, route: str | None) -> None:
     """Refuse, in one line, what this TensorRT cannot build (TensorRT 11 has no weak typing)."""

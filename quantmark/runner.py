@@ -129,7 +129,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     from scenarios.settings import SettingsPlan, build_settings
     from sut.base import LoadGenSUT
     from sut.interface import SutOptions
-    from sut.registry import load_factory, require_available
+    from sut.registry import fp32_baseline, load_factory, require_available
 
     spec = get_model(config.model)
     info = require_available(config.sut)
@@ -212,7 +212,8 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
         "config": dict(vars(config)),
         "system_id": system,
         "sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
-                "device": info.device, **backend.describe()},
+                "device": info.device, "fp32_baseline": fp32_baseline(info.name),
+                **backend.describe()},
         "model": {"name": spec.name, **_artifact_record(backend.artifact)},
         "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
                     "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),

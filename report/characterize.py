@@ -107,13 +107,23 @@ class Study:
 
 
 def family(sut: str) -> str:
-    """The framework part of a SUT name (``ort`` of ``ort-int8``)."""
-    return sut.split("-", 1)[0]
+    """The framework (and device) part of a SUT name: ``ort`` of ``ort-int8``, ``ort-cuda`` of
+    ``ort-cuda-fp16``."""
+    return sut.rsplit("-", 1)[0]
 
 
 def variant(sut: str) -> str:
-    """The precision part of a SUT name (``int8`` of ``ort-int8``)."""
-    return sut.split("-", 1)[1] if "-" in sut else sut
+    """The precision part of a SUT name (``int8`` of ``ort-int8``, ``fp16`` of
+    ``torch-cuda-fp16``)."""
+    return sut.rsplit("-", 1)[1] if "-" in sut else sut
+
+
+def baseline(results: dict[str, Any]) -> str:
+    """The FP32 SUT a run is compared with, as the runner recorded it: its framework's FP32 on
+    the same device (``ort-trt-int8`` -> ``ort-cuda-fp32``); ``<family>-fp32`` for results
+    written before the runner recorded it."""
+    sut = results.get("sut", {})
+    return sut.get("fp32_baseline") or f"{family(str(sut.get('name', '')))}-fp32"
 
 
 def is_fp32(sut: str) -> bool:
@@ -252,7 +262,7 @@ def derive(study: Study) -> None:
     for config in study.configs:
         results = config.first
         summaries = [r.summary for r in config.runs]
-        fp32 = by_key.get((config.system, config.model, f"{config.family}-fp32", config.scenario,
+        fp32 = by_key.get((config.system, config.model, baseline(results), config.scenario,
                            config.batch_size))
         fp32_peers = [c for c in study.configs
                       if is_fp32(c.sut) and (c.system, c.model, c.scenario, c.batch_size) ==
@@ -264,7 +274,7 @@ def derive(study: Study) -> None:
         conversion = {k: v for k, v in times[0].items()
                       if k not in RUNNER_TIMES and isinstance(v, int | float)}
         acc_key = (config.system, config.model, config.sut)
-        fp32_acc_key = (config.system, config.model, f"{config.family}-fp32")
+        fp32_acc_key = (config.system, config.model, baseline(results))
         top1 = study.accuracy.get(acc_key, {}).get("top1")
         fp32_top1 = study.accuracy.get(fp32_acc_key, {}).get("top1")
         samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]

@@ -70,9 +70,6 @@ EXTRAS = {CUDA_EP: "ort-gpu", TRT_EP: "ort-trt"}
 #: Einsum, Attention and the like
 COMPUTE_OP = re.compile(r"Conv|Gemm|MatMul|Einsum|Attention")
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost")
-TABLE_RECIPE: dict[str, Any] = {"calibrator": "onnxruntime MinMax", "symmetric": True,
-                                "table": "write_calibration_table (flatbuffers)",
-                                "calibration_batch": 8, "version": 1}
 
 
 # --------------------------------------------------------------------------- provider options
@@ -243,57 +240,6 @@ def model_input(path: str | Path) -> tuple[str, tuple[int, ...], int | None]:
         raise UserError(f"{path}: input {first.name} has shape {dims}; the GPU ONNX Runtime SUTs "
                         "need a fixed sample shape (only the batch dimension may be dynamic)")
     return first.name, tuple(int(d) for d in dims[1:]), dims[0] or None
-
-
-def calibration_table(fp32: Any, calibration: np.ndarray, calibration_hash: str) -> Any:
-    """ONNX Runtime's INT8 calibration table for the TensorRT provider, cached as an artifact:
-    MinMax ranges (symmetric) of every float tensor of ``fp32`` over ``calibration`` (float32
-    NCHW), written by ``write_calibration_table`` (``calibration.flatbuffers``)."""
-    import onnx
-    import onnxruntime
-    from onnxruntime.quantization import CalibrationMethod
-    from onnxruntime.quantization.calibrate import create_calibrator
-    from onnxruntime.quantization.quant_utils import write_calibration_table
-
-    from models.artifacts import Artifact, cached_build, progress
-    from models.ort_quantize import ArrayReader
-    from quantmark.hashing import hash_file, hash_json
-
-    if calibration.ndim != 4 or len(calibration) == 0:
-        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
-                         f"{calibration.shape}")
-    key = hash_json({"what": "ort-trt-calibration-table", "fp32": fp32.key,
-                     "calibration": calibration_hash, "recipe": TABLE_RECIPE,
-                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
-    model = fp32.meta.get("model", fp32.path.stem)
-
-    def build(folder: Path) -> Artifact:
-        progress(f"calibrating {model} for the TensorRT provider on {len(calibration)} "
-                 "samples ...")
-        started = time.perf_counter()
-        augmented = folder / "augmented.onnx"
-        calibrator = create_calibrator(str(fp32.path), augmented_model_path=str(augmented),
-                                       calibrate_method=CalibrationMethod.MinMax,
-                                       providers=[CPU_EP], extra_options={"symmetric": True})
-        calibrator.collect_data(ArrayReader(calibration, fp32.meta.get("input_name", "input"),
-                                            fp32.meta.get("layout", "NCHW"),
-                                            TABLE_RECIPE["calibration_batch"]))
-        ranges = calibrator.compute_data()
-        write_calibration_table(ranges, dir=str(folder))
-        augmented.unlink(missing_ok=True)
-        table = folder / "calibration.flatbuffers"
-        seconds = time.perf_counter() - started
-        meta = {"model": model, "table_recipe": TABLE_RECIPE, "fp32_key": fp32.key,
-                "calibration_hash": calibration_hash,
-                "calibration_samples": int(len(calibration)),
-                "tensors": len(list(ranges.keys())), "onnxruntime": onnxruntime.__version__,
-                "sha256": hash_file(table)}
-        return Artifact(path=table, format="ort-trt-calibration-table", precision="int8",
-                        key=key, weights=fp32.weights,
-                        source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
-                        times={"calibration_s": round(seconds, 3)}, meta=meta)
-
-    return cached_build(model, key, build)
 
 
 def engine_cache_dir(name: str, artifact: Any, table: Any, batch_range: tuple[int, int]) -> Path:
@@ -475,7 +421,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
 
             artifact = qdq_onnx_for_tensorrt(fp32, data, calibration.hash())
         else:
-            table = calibration_table(fp32, data, calibration.hash())
+            table = ort_quantize.tensorrt_calibration_table(fp32, data, calibration.hash())
     elif name == "ort-cuda-fp16":
         artifact = ort_quantize.convert_fp16(fp32)
     return OnnxRuntimeGpuBackend(name, artifact, scenario=options.scenario,

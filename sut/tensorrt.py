@@ -31,14 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from models.trt_build import (  # noqa: F401 - re-exported: the SUT's public, GPU-free API
-    ROUTES,
-    BatchProfile,
-    CalibrationBatcher,
-    CalibrationCache,
-    calibration_cache_path,
-    engine_cache_key,
-)
+from models.trt_build import ROUTES, BatchProfile
 from quantmark.errors import SutError, UserError
 from sut.interface import Backend, SutOptions
 
@@ -204,7 +197,7 @@ class _Slot:
                  output_name: str, runtime: Any) -> None:
         import ctypes
 
-        from models.trt_build import cuda_call, native_handle
+        from models.cuda_runtime import cuda_call, native_handle
 
         self.runtime = runtime
         self.context = engine.create_execution_context()
@@ -232,7 +225,7 @@ class _Slot:
             self.bound_batch = batch
 
     def run(self, batch: np.ndarray) -> np.ndarray:
-        from models.trt_build import cuda_call
+        from models.cuda_runtime import cuda_call
 
         runtime, n = self.runtime, len(batch)
         self.bind(n)
@@ -287,7 +280,7 @@ class TensorRTBackend(Backend):
     def load(self) -> None:
         import tensorrt as trt
 
-        from models.trt_build import cuda_runtime
+        from models.cuda_runtime import cuda_runtime
 
         runtime = cuda_runtime()
         logger = trt.Logger(trt.Logger.WARNING)

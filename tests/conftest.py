@@ -11,6 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.digits_model import (
+    CALIBRATION_COUNT,
+    ArrayCalibration,
+    DigitsData,
+    load_digits_data,
+    train_digits_model,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,3 +83,21 @@ def small_sweep(tmp_path_factory, quantmark_cache) -> tuple[subprocess.Completed
     out = tmp_path_factory.mktemp("sweep") / "sweep"
     proc = run_cli("sweep", *SMALL_SWEEP, "--output", str(out), timeout=1200)
     return proc, out
+
+
+# the digits model every framework runs (tests/sut, tests/models)
+
+@pytest.fixture(scope="session")
+def digits_data() -> DigitsData:
+    return load_digits_data()
+
+
+@pytest.fixture(scope="session")
+def digits_weights(tmp_path_factory: pytest.TempPathFactory, digits_data: DigitsData) -> Path:
+    """A state_dict of the digits CNN, trained once per session (seconds)."""
+    return train_digits_model(tmp_path_factory.mktemp("digits") / "digits-cnn.pt", digits_data)
+
+
+@pytest.fixture(scope="session")
+def digits_calibration(digits_data: DigitsData) -> ArrayCalibration:
+    return ArrayCalibration(digits_data.train_x[:CALIBRATION_COUNT])

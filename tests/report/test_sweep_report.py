@@ -170,3 +170,35 @@ def test_folders_of_several_machines_merge_into_one_report(small_sweep, tmp_path
             assert float(row["speedup_vs_fp32"]) == 1.0
     assert len(list((merged / "figures").glob("throughput-raspberrypi-*.png"))) == 1
     assert "aarch64" in (merged / "report.md").read_text()
+
+
+def test_each_sut_is_compared_with_the_fp32_baseline_its_run_recorded(small_sweep, tmp_path):
+    """GPU SUTs are compared with their framework's FP32 on the GPU (``ort-trt-int8`` with
+    ``ort-cuda-fp32``), which the runner records; the CPU runs relabelled as GPU ones must give
+    the same ratios as before."""
+    _, out = small_sweep
+    assert {json.loads(p.read_text())["sut"]["fp32_baseline"]
+            for p in out.rglob("results.json")} == {"ort-fp32"}
+    before = {(r["sut"], r["scenario"], r["batch_size"]): r
+              for r in read_csv(out / "report.csv")}
+    gpu = tmp_path / "gpu"
+    shutil.copytree(out, gpu, ignore=shutil.ignore_patterns("report.*", "runs.csv", "figures",
+                                                            "sweep.json"))
+    renamed = {"ort-fp32": "ort-cuda-fp32", "ort-int8": "ort-trt-int8"}
+    for results in gpu.rglob("results.json"):
+        data = json.loads(results.read_text())
+        name = renamed[data["config"]["sut"]]
+        data["config"]["sut"] = data["sut"]["name"] = name
+        data["sut"]["fp32_baseline"] = "ort-cuda-fp32"
+        results.write_text(json.dumps(data))
+    proc = run_cli("report", str(gpu), "--output", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = read_csv(tmp_path / "report" / "report.csv")
+    assert {r["sut"] for r in rows} == set(renamed.values())
+    for row in rows:
+        old = before[({v: k for k, v in renamed.items()}[row["sut"]], row["scenario"],
+                      row["batch_size"])]
+        for column in ("speedup_vs_fp32", "speedup_vs_best_fp32", "top1_change_vs_fp32_pts",
+                       "agreement_with_fp32_pct"):
+            assert row[column] and float(row[column]) == pytest.approx(float(old[column]))
+        assert row["best_fp32"] == "ort-cuda-fp32"

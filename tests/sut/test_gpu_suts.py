@@ -208,32 +208,6 @@ def test_a_session_that_fell_back_to_the_cpu_is_refused(monkeypatch, digits_weig
     assert ortg.cpu_compute_nodes(backend._placement), backend._placement
 
 
-@pytest.mark.skipif(importlib.util.find_spec("flatbuffers") is None
-                    or importlib.util.find_spec("onnxruntime") is None,
-                    reason="needs onnxruntime and flatbuffers")
-def test_calibration_table_for_the_tensorrt_provider(digits_weights, digits_calibration):
-    """The table ort-trt-int8 hands TensorRT: ranges of the model's own tensors, cached."""
-    from models.source import fp32_onnx
-
-    fp32 = fp32_onnx(DIGITS_SPEC, str(digits_weights))
-    data = digits_calibration.arrays("NCHW")
-    table = ortg.calibration_table(fp32, data, digits_calibration.hash())
-    assert table.path.name == "calibration.flatbuffers" and table.path.stat().st_size > 0
-    ranges = json.loads((table.path.parent / "calibration.json").read_text())["data"]
-    import onnx
-
-    graph = onnx.load(str(fp32.path)).graph
-    conv_outputs = [node.output[0] for node in graph.node if node.op_type == "Conv"]
-    assert conv_outputs and set(conv_outputs) <= set(ranges)
-    assert table.meta["tensors"] == len(ranges) and table.meta["calibration_samples"] == len(data)
-    for name in conv_outputs:  # symmetric: TensorRT reads one dynamic range per tensor
-        low, high = (float(np.asarray(ranges[name][k]["data"]).reshape(-1)[0])
-                     for k in ("lowest", "highest"))
-        assert high > 0 and low == pytest.approx(-high)
-    again = ortg.calibration_table(fp32, data, digits_calibration.hash())
-    assert again.meta["cached"] is True and again.key == table.key
-
-
 # --------------------------------------------------------------------------- torch on CUDA
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

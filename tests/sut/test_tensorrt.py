@@ -16,22 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import trt_build
+from models import cuda_runtime, trt_build, trt_calibration
 from models.artifacts import Artifact
+from models.trt_build import BatchProfile, engine_cache_key
+from models.trt_calibration import CalibrationBatcher, CalibrationCache, calibration_cache_path
 from quantmark.errors import SutError, UserError
 from sut import tensorrt as trt_sut
 from sut.interface import SutOptions
 from sut.registry import gpu_present
-from sut.tensorrt import (
-    BatchProfile,
-    CalibrationBatcher,
-    CalibrationCache,
-    TensorRTBackend,
-    calibration_cache_path,
-    engine_cache_key,
-    layer_precisions,
-    plan_buffers,
-)
+from sut.tensorrt import TensorRTBackend, layer_precisions, plan_buffers
 
 # --------------------------------------------------------------------------- cache keys
 
@@ -311,7 +304,7 @@ def _fake_tensorrt(engine: FakeEngine) -> types.ModuleType:
 def fake_gpu(monkeypatch):
     """Stand-ins for tensorrt and cuda-python's runtime (host memory, synchronous copies)."""
     runtime = FakeRuntime()
-    monkeypatch.setattr(trt_build, "cuda_runtime", lambda: runtime)
+    monkeypatch.setattr(cuda_runtime, "cuda_runtime", lambda: runtime)
 
     def install(engine: FakeEngine) -> FakeRuntime:
         monkeypatch.setitem(sys.modules, "tensorrt", _fake_tensorrt(engine))
@@ -333,7 +326,7 @@ def test_entropy_calibrator_feeds_batches_and_uses_the_cache(fake_gpu, private_c
     runtime = fake_gpu(FakeEngine((3, 2, 2), 1, "int8"))
     path = calibration_cache_path("digits-cnn", "onnx0", "calib0", "10.99.0")
     batcher = CalibrationBatcher(_samples(10), batch_size=4)
-    calibrator = trt_build.make_entropy_calibrator(batcher, CalibrationCache(path))
+    calibrator = trt_calibration.make_entropy_calibrator(batcher, CalibrationCache(path))
     assert calibrator.get_batch_size() == 4 and calibrator.read_calibration_cache() is None
     fed = []
     while (pointers := calibrator.get_batch(["input"])) is not None:
@@ -343,7 +336,7 @@ def test_entropy_calibrator_feeds_batches_and_uses_the_cache(fake_gpu, private_c
     calibrator.write_calibration_cache(b"scales")
     calibrator.free()
     assert not runtime.buffers  # the device batch buffer is released
-    again = trt_build.make_entropy_calibrator(CalibrationBatcher(_samples(10), 4),
+    again = trt_calibration.make_entropy_calibrator(CalibrationBatcher(_samples(10), 4),
                                               CalibrationCache(path))
     assert again.read_calibration_cache() == b"scales"
     again.free()
