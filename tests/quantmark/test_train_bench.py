@@ -171,3 +171,29 @@ def test_framework_not_installed_is_one_line(monkeypatch):
         train_bench.check(["tf"], "resnet50", 20, 3, None, None)
     assert re.fullmatch(r"--framework tf needs tensorflow, which is not installed: pip install "
                         r"'quantmark\[tf\]'", str(error.value))
+
+
+def _cuda_skip() -> str | None:
+    from sut.registry import gpu_present
+
+    if not gpu_present():
+        return "needs an NVIDIA GPU (none found)"
+    import torch
+
+    return None if torch.cuda.is_available() else "torch here has no CUDA"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_skip() is not None, reason=str(_cuda_skip()))
+def test_train_bench_fp16_amp_on_the_gpu(tmp_path):
+    """On a GPU, AMP is fp16 autocast with a GradScaler and memory is the GPU's peak."""
+    _ok(run_cli("train-bench", "--model", "resnet50", "--framework", "torch", "--steps", "5",
+                "--warmup", "2", "--device", "gpu", "--output", str(tmp_path), timeout=1200))
+    fp32, amp = (json.loads((tmp_path / f"torch-resnet50-b32-{p}.json").read_text())
+                 for p in ("fp32", "amp"))
+    assert fp32["device"] == amp["device"] == "gpu"
+    assert amp["executed_precision"] == "fp16 autocast + GradScaler"
+    assert amp["amp"]["evidence"]["compute_dtype"] == "float16"
+    assert fp32["amp"]["evidence"]["compute_dtype"] == "float32"
+    assert amp["memory"]["kind"] == "gpu" and amp["memory"]["peak_mb"] > 0
+    assert amp["loss_finite"] and fp32["loss_finite"]

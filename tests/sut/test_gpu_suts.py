@@ -9,6 +9,7 @@ real and skip with the reason where there is no NVIDIA GPU (or no GPU build of t
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import sys
@@ -23,6 +24,7 @@ from sut import onnxruntime_gpu as ortg
 from sut import tensorflow as tf_sut
 from sut.interface import SutOptions
 from sut.registry import gpu_present
+from tests.conftest import run_cli
 from tests.digits_model import DIGITS_SPEC, top1
 
 
@@ -363,6 +365,31 @@ def test_torch_cuda_fp16_against_fp32(digits_weights, digits_data):
     assert described["torch-cuda-compile"]["compile"]["cuda_graphs"] is True
     np.testing.assert_allclose(scores["torch-cuda-compile"], scores["torch-cuda-fp32"],
                                rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torch_gpu_skip() is not None, reason=str(_torch_gpu_skip()))
+def test_torch_cuda_fp16_offline_valid_with_its_ratio_and_gpu_trackers(tmp_path):
+    """What a GPU user runs: a sweep of torch-cuda-fp32 and -fp16, Offline, through LoadGen.
+    Both VALID, fp16 proven, its ratio to the GPU FP32, GPU memory tracked, GPU fingerprinted."""
+    out = tmp_path / "sweep"
+    proc = run_cli("sweep", "--models", "resnet50", "--suts", "torch-cuda-fp32,torch-cuda-fp16",
+                   "--scenarios", "Offline", "--batch-sizes", "32", "--seconds", "5",
+                   "--output", str(out), timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / "report.csv", newline="") as handle:
+        rows = {row["sut"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"torch-cuda-fp32", "torch-cuda-fp16"}
+    assert all(row["validity"] == "VALID" for row in rows.values()), rows
+    assert rows["torch-cuda-fp32"]["executed_precision"] == "fp32"
+    assert rows["torch-cuda-fp16"]["executed_precision"] == "fp16"
+    assert float(rows["torch-cuda-fp32"]["speedup_vs_fp32"]) == 1.0
+    assert float(rows["torch-cuda-fp16"]["speedup_vs_fp32"]) > 0
+    results = [json.loads(p.read_text()) for p in (out / "runs").rglob("results.json")]
+    assert results and all(r["machine"]["gpu"]["devices"] for r in results)
+    assert {r["sut"]["fp32_baseline"] for r in results} == {"torch-cuda-fp32"}
+    if importlib.util.find_spec("pynvml") is not None:
+        assert all(float(row["gpu_memory_mb"]) > 0 for row in rows.values()), rows
 
 
 def _ort_gpu_skip() -> str | None:

@@ -118,6 +118,10 @@ def test_gpu_reasons_name_the_missing_gpu_builds(monkeypatch):
         "torch 2.13.0+cpu is a CPU-only build")
     assert reason["trt-fp16"] == ("needs an NVIDIA GPU (none found); tensorrt not installed: "
                                   "pip install 'quantmark[trt]'")
+    _cpu_machine(monkeypatch, missing=("tensorrt", "cuda"))
+    assert registry.availability(registry.SUTS["trt-int8"])[1] == (
+        "needs an NVIDIA GPU (none found); tensorrt, cuda-python not installed: "
+        "pip install 'quantmark[trt]'")
 
 
 def test_gpu_suts_run_on_a_gpu_machine_with_the_gpu_builds(monkeypatch):
@@ -146,7 +150,8 @@ def test_gpu_suts_factories_options_and_baselines():
     suts = registry.SUTS
     for name in ("trt-fp32", "trt-fp16", "trt-int8"):
         assert suts[name].factory == "sut.tensorrt:create"
-        assert suts[name].requires == ("tensorrt",) and suts[name].extra == "trt"
+        assert suts[name].requires == ("tensorrt", "cuda", "onnx", "onnxruntime")
+        assert suts[name].extra == "trt"
     assert suts["trt-int8"].options == (("trt_int8_route", ("calibrator", "qdq")),)
     registry.check_options(suts["ort-trt-int8"], {"trt_int8_route": "qdq"})
     registry.check_options(suts["torch-cuda-compile"], {"cuda_graphs": "off"})
