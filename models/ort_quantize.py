@@ -225,6 +225,13 @@ def convert_fp16(fp32: Artifact) -> Artifact:
     return cached_build(model, key, build)
 
 
+def check_nchw_calibration(calibration: np.ndarray) -> None:
+    """The TensorRT-bound calibrations take a non-empty float [N,C,H,W] batch."""
+    if calibration.ndim != 4 or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
+                         f"{calibration.shape}")
+
+
 def tensorrt_calibration_table(fp32: Artifact, calibration: np.ndarray,
                                calibration_hash: str) -> Artifact:
     """ONNX Runtime's INT8 calibration table for the TensorRT provider, cached as an artifact:
@@ -233,9 +240,7 @@ def tensorrt_calibration_table(fp32: Artifact, calibration: np.ndarray,
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.quant_utils import write_calibration_table
 
-    if calibration.ndim != 4 or len(calibration) == 0:
-        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
-                         f"{calibration.shape}")
+    check_nchw_calibration(calibration)
     key = hash_json({"what": "ort-trt-calibration-table", "fp32": fp32.key,
                      "calibration": calibration_hash, "recipe": TABLE_RECIPE,
                      "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})

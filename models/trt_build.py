@@ -141,11 +141,9 @@ def qdq_onnx_for_tensorrt(fp32: Artifact, calibration: np.ndarray,
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from models.ort_quantize import ArrayReader, count_qdq_nodes
+    from models.ort_quantize import ArrayReader, check_nchw_calibration, count_qdq_nodes
 
-    if calibration.ndim != 4 or len(calibration) == 0:
-        raise ValueError(f"calibration must be a non-empty [N,C,H,W] array, got "
-                         f"{calibration.shape}")
+    check_nchw_calibration(calibration)
     key = hash_json({"what": "trt-qdq-int8", "fp32": fp32.key, "calibration": calibration_hash,
                      "recipe": TRT_QDQ_RECIPE, "onnxruntime": onnxruntime.__version__,
                      "onnx": onnx.__version__})

@@ -302,7 +302,8 @@ def _characterization(folders: list[str], output: Path) -> None:
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
                         "machine that has it and run python run.py report there")
-    from report.sweep_report import metric_text, number, write
+    from report.sweep_report import metric_text, write
+    from report.tables import number
 
     check_output_writable(str(output))
     written = write(folders, output)

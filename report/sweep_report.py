@@ -8,29 +8,23 @@ self-contained (figures embedded), so it can be mailed or attached as one file.
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from quantmark.hashing import atomic_write_bytes, atomic_write_text
 from report import training
 from report.characterize import Config, Study, batch_scan, load
 from report.figures import Figure, all_figures
 from report.loadgen_log import PERCENTILES
+from report.tables import csv_text, html_table, markdown_table, number
 
 
 @dataclass
 class Written:
     study: Study
     files: list[Path]
-
-
-def number(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
 def metric_text(config: Config) -> str:
@@ -95,23 +89,6 @@ RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "va
                *[f"p{p.rstrip('0').rstrip('.')}_latency_ns" for p in PERCENTILES], "path"]
 
 
-def _raw(value: Any) -> str:
-    """Full precision for the CSVs: they must equal LoadGen's logs, not a rounding of them."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def _csv(header: list[str], rows: list[list[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([[_raw(v) for v in row] for row in rows])
-    return buffer.getvalue()
-
-
 def report_csv(study: Study) -> str:
     rows = []
     for c in study.configs:
@@ -129,7 +106,7 @@ def report_csv(study: Study) -> str:
             d["load_s"], d["warmup_s"], d["peak_rss_mb"], d["gpu_memory_mb"],
             d["energy_j_per_sample"], d["power_w"], d["executed_precision"], d["fingerprint"],
             d["workers"], d["throttled"], "; ".join(d["throttling_reasons"])])
-    return _csv(CSV_HEADER, rows)
+    return csv_text(CSV_HEADER, rows)
 
 
 def runs_csv(study: Study) -> str:
@@ -142,7 +119,7 @@ def runs_csv(study: Study) -> str:
                          s.metric_value, s.metric_unit, s.samples_per_second, s.min_latency_ns,
                          s.mean_latency_ns, s.max_latency_ns,
                          *[s.percentiles_ns.get(p) for p in PERCENTILES], str(run.folder)])
-    return _csv(RUNS_HEADER, rows)
+    return csv_text(RUNS_HEADER, rows)
 
 
 def _sections(study: Study) -> list[tuple[str, list[Config]]]:
@@ -190,12 +167,6 @@ def _throttled(study: Study) -> list[str]:
             for c in study.configs if c.derived["throttled"] == "yes"]
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
-    return lines
-
-
 def _explained_rows(study: Study) -> list[list[str]]:
     return [[e.system, e.model, e.sut, e.scenario if e.mode != "accuracy" else "accuracy",
              str(e.batch_size), e.status, e.message] for e in study.explained]
@@ -232,20 +203,21 @@ def to_markdown(study: Study, figures: list[Figure]) -> str:
     if throttled:
         lines += [f"**{THROTTLE_WARNING}**", ""] + [f"- {t}" for t in throttled] + [""]
     lines += ["## Machines", ""]
-    lines += _md_table(MACHINE_HEADER, _machine_rows(study))
+    lines += markdown_table(MACHINE_HEADER, _machine_rows(study))
     inference = bool(study.configs) or not study.training  # not a train-bench-only folder
     if inference:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
         lines += ["", f"## {title}", ""]
-        lines += _md_table([h for h, _ in COLUMNS], [[f(c) for _, f in COLUMNS] for c in configs])
+        lines += markdown_table([h for h, _ in COLUMNS],
+                                [[f(c) for _, f in COLUMNS] for c in configs])
     if inference:
-        lines += ["", "## Batch-size scan", ""] + _md_table(SCAN_HEADER, _scan_rows(study))
+        lines += ["", "## Batch-size scan", ""] + markdown_table(SCAN_HEADER, _scan_rows(study))
     if study.training:
         lines += [""] + training.markdown(training.rows(study.training))
     if study.explained:
         lines += ["", "## Cells without a result", ""]
-        lines += _md_table(EXPLAINED_HEADER, _explained_rows(study))
+        lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
     lines += ["", "## Figures", ""] if figures else []
     lines += [f"### {f.title}\n\n![{f.alt}](figures/{f.filename})\n" for f in figures]
     return "\n".join(lines) + "\n"
@@ -259,18 +231,6 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 .wrap{overflow-x:auto}li{margin:3px 0}"""
 
 
-def _html_table(header: list[str], rows: list[list[str]], bad_column: int | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = []
-    for row in rows:
-        cells = []
-        for i, value in enumerate(row):
-            flag = ' class="bad"' if i == bad_column and not value.startswith("VALID") else ""
-            cells.append(f"<td{flag}>{html.escape(value)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="wrap"><table><tr>{head}</tr>{"".join(body)}</table></div>'
-
-
 def to_html(study: Study, figures: list[Figure]) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
@@ -281,7 +241,7 @@ def to_html(study: Study, figures: list[Figure]) -> str:
         parts += [f"<p class='bad'><strong>{html.escape(THROTTLE_WARNING)}</strong></p>"
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in throttled)
                   + "</ul>"]
-    parts += ["<h2>Machines</h2>", _html_table(MACHINE_HEADER, _machine_rows(study))]
+    parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, _machine_rows(study))]
     inference = bool(study.configs) or not study.training  # not a train-bench-only folder
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
@@ -289,15 +249,15 @@ def to_html(study: Study, figures: list[Figure]) -> str:
     validity = [h for h, _ in COLUMNS].index("validity")
     for title, configs in _sections(study):
         parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(_html_table([h for h, _ in COLUMNS],
+        parts.append(html_table([h for h, _ in COLUMNS],
                                  [[f(c) for _, f in COLUMNS] for c in configs], validity))
     if inference:
-        parts += ["<h2>Batch-size scan</h2>", _html_table(SCAN_HEADER, _scan_rows(study))]
+        parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
     if study.training:
         parts.append(training.to_html(training.rows(study.training)))
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
-                  _html_table(EXPLAINED_HEADER, _explained_rows(study))]
+                  html_table(EXPLAINED_HEADER, _explained_rows(study))]
     if figures:
         parts.append("<h2>Figures</h2>")
     for figure in figures:

@@ -7,13 +7,13 @@ computed here, in one place, for the train-bench summary and the characterizatio
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
+
+from report.tables import csv_text, html_table, markdown_table, number
 
 KIND = "train-bench"
 # <framework>-<model>-b<batch>[-s<image size>]-<precision>.json
@@ -98,17 +98,7 @@ CSV_HEADER = ["system", "framework", "model", "device", "device_name", "precisio
 
 def to_csv(table: list[dict[str, Any]]) -> str:
     """Full precision (``repr`` of floats): the CSV must equal the JSONs, not a rounding."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
-    for row in table:
-        writer.writerow(["" if row[k] is None else repr(row[k]) if isinstance(row[k], float)
-                         else str(row[k]) for k in CSV_HEADER])
-    return buffer.getvalue()
-
-
-def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+    return csv_text(CSV_HEADER, [[row[k] for k in CSV_HEADER] for row in table])
 
 
 # (header, value) of the tables shown on the console, in Markdown and in HTML
@@ -121,16 +111,16 @@ COLUMNS = [
     ("batch", lambda r: str(r["batch_size"])),
     ("image", lambda r: str(r["image_size"])),
     ("steps", lambda r: str(r["steps"])),
-    ("warm-up s", lambda r: _num(r["warmup_s"], 2)),
-    ("p50 ms", lambda r: _num(r["step_median_s"] * 1e3, 1)),
-    ("mean ms", lambda r: _num(r["step_mean_s"] * 1e3, 1)),
-    ("p90 ms", lambda r: _num(r["step_p90_s"] * 1e3, 1)),
-    ("images/s", lambda r: _num(r["images_per_s"], 2)),
-    ("peak MB", lambda r: f"{_num(r['peak_memory_mb'], 0)} {r['memory_kind']}"),
+    ("warm-up s", lambda r: number(r["warmup_s"], 2)),
+    ("p50 ms", lambda r: number(r["step_median_s"] * 1e3, 1)),
+    ("mean ms", lambda r: number(r["step_mean_s"] * 1e3, 1)),
+    ("p90 ms", lambda r: number(r["step_p90_s"] * 1e3, 1)),
+    ("images/s", lambda r: number(r["images_per_s"], 2)),
+    ("peak MB", lambda r: f"{number(r['peak_memory_mb'], 0)} {r['memory_kind']}"),
     ("loss", lambda r: f"{r['loss_first']:.2f}→{r['loss_last']:.2f}"),
-    ("step ×FP32", lambda r: _num(r["step_time_vs_fp32"], 2, "×")),
-    ("img/s ×FP32", lambda r: _num(r["images_per_s_vs_fp32"], 2, "×")),
-    ("mem ×FP32", lambda r: _num(r["memory_vs_fp32"], 2, "×")),
+    ("step ×FP32", lambda r: number(r["step_time_vs_fp32"], 2, "×")),
+    ("img/s ×FP32", lambda r: number(r["images_per_s_vs_fp32"], 2, "×")),
+    ("mem ×FP32", lambda r: number(r["memory_vs_fp32"], 2, "×")),
 ]
 HEADER = [h for h, _ in COLUMNS]
 
@@ -157,16 +147,10 @@ NOTES = [
 
 
 def markdown(table: list[dict[str, Any]], level: str = "##") -> list[str]:
-    lines = [f"{level} Training (train-bench)", ""]
-    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in cells(table)]
+    lines = [f"{level} Training (train-bench)", ""] + markdown_table(HEADER, cells(table))
     return lines + [""] + [f"- {n}" for n in NOTES]
 
 
 def to_html(table: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADER)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in cells(table))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in NOTES)
-    return (f"<h2>Training (train-bench)</h2><div class='wrap'><table><tr>{head}</tr>{body}"
-            f"</table></div><ul>{notes}</ul>")
+    return f"<h2>Training (train-bench)</h2>{html_table(HEADER, cells(table))}<ul>{notes}</ul>"

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,13 +39,18 @@ PRECISIONS = {"ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8": "int8",
               "ort-int8dyn": "int8dyn"}
 
 
-def executed_kernels(profile_path: str) -> dict[str, dict[str, int]]:
+def node_kernel_events(profile: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The node kernel events of one profiled run (a profile file, or its parsed events)."""
+    events = (json.loads(Path(profile).read_text()) if isinstance(profile, (str, Path))
+              else profile)
+    return [event for event in events
+            if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time")]
+
+
+def executed_kernels(profile: str | Path | list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """``{op: {precision: count}}`` for the compute kernels of one profiled run."""
-    events = json.loads(open(profile_path).read())
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for event in events:
-        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
-            continue
+    for event in node_kernel_events(profile):
         args = event.get("args", {})
         op = args.get("op_name", "")
         if op in INTEGER_KERNELS:
@@ -103,9 +109,9 @@ class OnnxRuntimeBackend(Backend):
                 self._session.run(None, {self._input_name: self._probe_input()})
             except Exception as exc:  # ORT raises its own exception types
                 raise SutError(f"onnxruntime could not run {self.model_path}: {exc}") from exc
-            profile = self._session.end_profiling()
-            kernels = executed_kernels(profile)
-            self._inspect_profile(profile)
+            events = node_kernel_events(self._session.end_profiling())
+            kernels = executed_kernels(events)
+            self._inspect_profile(events)
         executed, per_precision = precision_summary(kernels)
         self._executed = {
             "providers": self._session.get_providers(),
@@ -124,8 +130,8 @@ class OnnxRuntimeBackend(Backend):
     def _optimization_level(self, ort: Any) -> Any:
         return ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 
-    def _inspect_profile(self, profile_path: str) -> None:
-        """Read more evidence from the load-time profile before it is deleted (GPU SUTs: which
+    def _inspect_profile(self, events: list[dict[str, Any]]) -> None:
+        """Read more evidence from the load-time profile's node events (GPU SUTs: which
         execution provider ran each node)."""
 
     def _probe_input(self) -> np.ndarray:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import re
 import sys
 import time
@@ -51,7 +50,8 @@ import numpy as np
 
 from quantmark.errors import SutError, UserError
 from sut.interface import SutOptions
-from sut.onnxruntime import OnnxRuntimeBackend
+from sut.onnxruntime import OnnxRuntimeBackend, node_kernel_events
+from sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
 
 CPU_EP = "CPUExecutionProvider"
 CUDA_EP = "CUDAExecutionProvider"
@@ -61,8 +61,6 @@ SUTS: dict[str, tuple[str, str]] = {"ort-cuda-fp32": (CUDA_EP, "fp32"),
                                     "ort-cuda-fp16": (CUDA_EP, "fp16"),
                                     "ort-trt-fp16": (TRT_EP, "fp16"),
                                     "ort-trt-int8": (TRT_EP, "int8")}
-ROUTE_OPTION = "trt_int8_route"
-INT8_ROUTES = ("calibrator", "qdq")
 #: the setup.py extra that installs each provider
 EXTRAS = {CUDA_EP: "ort-gpu", TRT_EP: "ort-trt"}
 #: the compute ops a GPU SUT must never run on the CPU: Conv, ConvInteger, QLinearConv,
@@ -145,19 +143,12 @@ def provider_options(name: str, *, scenario: str = "Offline", input_name: str = 
 
 # --------------------------------------------------------------------------- node placement
 
-def _node_args(profile: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ``args`` of every node kernel event of a profile (a path or its parsed events)."""
-    events = (json.loads(Path(profile).read_text()) if isinstance(profile, (str, Path))
-              else profile)
-    return [event.get("args", {}) for event in events
-            if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time")]
-
-
 def node_placement(profile: str | Path | list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """``{provider: {op: count}}`` over the nodes of one profiled run; a node event without a
     provider counts under "unknown"."""
     counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for args in _node_args(profile):
+    for event in node_kernel_events(profile):
+        args = event.get("args", {})
         counts[args.get("provider") or "unknown"][args.get("op_name") or "?"] += 1
     return {provider: dict(sorted(ops.items())) for provider, ops in sorted(counts.items())}
 
@@ -334,8 +325,8 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
                                                                 np.float32)})
             self._warm_s[f"batch_{size}_s"] = round(time.perf_counter() - started, 3)
 
-    def _inspect_profile(self, profile_path: str) -> None:
-        self._placement = node_placement(profile_path)
+    def _inspect_profile(self, events: list[dict[str, Any]]) -> None:
+        self._placement = node_placement(events)
 
     def _check(self, per_precision: dict[str, int]) -> None:
         summary = check_placement(self.name, self.provider, self._session.get_providers(),
@@ -397,10 +388,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
 
     requested_provider(name)  # unknown names: one line listing the valid ones
     precision = SUTS[name][1]
-    route = str(options.extra.get(ROUTE_OPTION, "calibrator"))
-    if route not in INT8_ROUTES:
-        raise UserError(f"--sut-option {ROUTE_OPTION}={route}: choose one of "
-                        f"{', '.join(INT8_ROUTES)}")
+    check_options(get_sut(name), options.extra)
+    route = str(options.extra.get(TRT_INT8_ROUTE_OPTION, "calibrator"))
     path = options.model_path
     if path and not (path.endswith(".onnx") or is_torch_weights(path)):
         raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "

@@ -46,14 +46,13 @@ from models import torch_quantize as tq
 from quantmark.errors import SutError, UserError
 from sut.interface import Backend, SutOptions
 from sut.pytorch import COMPUTE_LAYERS, _check_model_path, _count, _dtype_name, layer_output_dtypes
+from sut.registry import CUDA_GRAPHS_OPTION, check_options, get_sut
 
 MODES = {"torch-cuda-fp32": "fp32", "torch-cuda-fp16": "fp16", "torch-cuda-bf16": "bf16",
          "torch-cuda-compile": "compile", "torch-cuda-int8": "int8"}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
           "compile": torch.float32, "int8": torch.float32}
 SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-GRAPHS_OPTION = "cuda_graphs"
-GRAPHS_VALUES = ("on", "off")
 COMPILE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}  # inductor's fused kernels reorder float sums
 TORCHAO_NEEDED = "needs torchao (pip install torchao) and a CUDA GPU"
 
@@ -162,7 +161,7 @@ class TorchCudaBackend(Backend):
         self.label_offset = int(spec.label_offset)
         self.batch_size = max(1, options.batch_size)
         self.use_graphs = (self.mode == "compile"
-                           and str(options.extra.get(GRAPHS_OPTION, "on")) == "on")
+                           and str(options.extra.get(CUDA_GRAPHS_OPTION, "on")) == "on")
         self._sample = np.ascontiguousarray(sample[:1], dtype=np.float32)
         self._model: nn.Module | None = model
         self._run: Any = None
@@ -322,10 +321,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     backend. ``calibration`` is unused: torchao's int8 quantizes activations per call."""
     if name not in MODES:
         raise UserError(f"sut.pytorch_cuda has no SUT {name!r}; it runs {', '.join(MODES)}")
-    graphs = str(options.extra.get(GRAPHS_OPTION, "on"))
-    if graphs not in GRAPHS_VALUES:
-        raise UserError(f"--sut-option {GRAPHS_OPTION}={graphs}: choose one of "
-                        f"{', '.join(GRAPHS_VALUES)}")
+    check_options(get_sut(name), options.extra)
     require_cuda(name)
     if MODES[name] == "int8":
         import importlib.util

@@ -76,11 +76,13 @@ _ORT_TRT = ("onnxruntime", "onnx", "tensorrt")
 
 # INT8 with TensorRT: a calibration table (implicit quantization: TensorRT's calibrator for
 # trt-int8, ONNX Runtime's for ort-trt-int8) or a symmetric QDQ model (explicit quantization)
+TRT_INT8_ROUTE_OPTION = "trt_int8_route"
 TRT_INT8_ROUTES = ("calibrator", "qdq")
-_TRT_INT8_OPTIONS = (("trt_int8_route", TRT_INT8_ROUTES),)
+_TRT_INT8_OPTIONS = ((TRT_INT8_ROUTE_OPTION, TRT_INT8_ROUTES),)
 # torch-cuda-compile: CUDA graphs captured over the compiled model, or plain compiled calls
+CUDA_GRAPHS_OPTION = "cuda_graphs"
 TORCH_CUDA_GRAPHS = ("on", "off")
-_TORCH_COMPILE_OPTIONS = (("cuda_graphs", TORCH_CUDA_GRAPHS),)
+_TORCH_COMPILE_OPTIONS = ((CUDA_GRAPHS_OPTION, TORCH_CUDA_GRAPHS),)
 _CUDA_EP, _TRT_EP = "ort:CUDAExecutionProvider", "ort:TensorrtExecutionProvider"
 _TF_DEVICE = "runs on the GPU when TensorFlow sees one (describe() reports where the ops ran)"
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from models.trt_build import ROUTES, BatchProfile
+from models.trt_build import BatchProfile
 from quantmark.errors import SutError, UserError
 from sut.interface import Backend, SutOptions
+from sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
 
 PRECISIONS = {"trt-fp32": "fp32", "trt-fp16": "fp16", "trt-int8": "int8"}
-ROUTE_OPTION = "trt_int8_route"
 #: execution contexts (each with its own stream and buffers) per scenario
 CONTEXTS = {"Offline": 2}
 MODEL_SUFFIXES = (".onnx", ".pt", ".pth", ".bin")
@@ -375,9 +375,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     from models.trt_build import build_engine, qdq_onnx_for_tensorrt
 
     precision = PRECISIONS[name]
-    route = options.extra.get(ROUTE_OPTION, "calibrator")
-    if route not in ROUTES:
-        raise UserError(f"--sut-option {ROUTE_OPTION}={route}: choose one of {', '.join(ROUTES)}")
+    check_options(get_sut(name), options.extra)
+    route = options.extra.get(TRT_INT8_ROUTE_OPTION, "calibrator")
     path = options.model_path
     if path and not str(path).endswith(MODEL_SUFFIXES):
         raise UserError(f"--model-path {path}: the TensorRT SUTs take an .onnx file or a torch "
