@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quantmark.config import RunConfig  # noqa: E402
-from quantmark.errors import SutError, UserError  # noqa: E402
+from quantmark.errors import SutError, UserError, environment_fault  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):
@@ -223,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished runs are kept; the one in progress was discarded",
               file=sys.stderr)
         return 130
+    except OSError as exc:  # disk full, permissions, a file in the way: named, not a traceback
+        fault = environment_fault(exc)
+        if fault is None:
+            raise
+        print(f"error: {fault}", file=sys.stderr)
+        return 2
     return 0
 
 

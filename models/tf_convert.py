@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from models.artifacts import Artifact, cached_build, dist_version, progress
+from models.artifacts import Artifact, cached_build, dist_version, hash_folder, progress
 from models.source import fp32_onnx
 from quantmark.errors import UserError
-from quantmark.hashing import hash_file, hash_json
+from quantmark.hashing import hash_json
 
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
                       "layout": "NHWC", "onnxsim": False, "maxpool_zero_pad": True, "version": 2}
@@ -146,6 +146,13 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
     return cached_build(spec.name, key, build)
 
 
+def saved_model_hash(folder: Path) -> str:
+    """Hash of every file of a SavedModel directory. saved_model.pb alone holds the graph but
+    not the weights (those are in variables/): two models of one architecture share it, and
+    keyed by it the TFLite cache would hand one model's conversion to the other."""
+    return hash_json(hash_folder(folder))
+
+
 def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
     """Validate a user's SavedModel directory: one image input, a [N, classes(+1)] output."""
     folder = Path(path)
@@ -182,10 +189,10 @@ def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
         raise UserError(f"{where} has no [N,{accepted[0]}] or [N,{accepted[1]}] output "
                         f"(found {[list(o.shape) for o in outputs.values()]})")
     classes = int(outputs[output_name].shape[1])
-    file_hash = hash_file(folder / SAVED_MODEL_FILE)
+    folder_hash = saved_model_hash(folder)
     return Artifact(
-        path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=file_hash,
-        weights=f"user: SavedModel {folder.name}", source_hash=file_hash, times={},
+        path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=folder_hash,
+        weights=f"user: SavedModel {folder.name}", source_hash=folder_hash, times={},
         meta={"model": spec.name, "layout": layout, "user_file": str(folder.resolve()),
               "label_offset": 1 if classes == spec.num_classes + 1 else 0,
               "num_classes": classes, "signature": "serving_default",

@@ -19,7 +19,7 @@ from quantmark.hashing import hash_json
 
 from .builtin import CAL_MAP
 from .cache import load_or_build
-from .imagenet import ImageFolderDataset, parse_path_list
+from .imagenet import ImageFolderDataset, content_hashes, parse_path_list
 from .preprocess import PreprocessRecipe, normalise
 
 DEFAULT_COUNT = 500  # MLPerf ResNet-50 calibration list size
@@ -36,6 +36,15 @@ class CalibrationSet:
     count: int
     seed: int | None
     recipe: PreprocessRecipe = field(default_factory=PreprocessRecipe)
+    _content: list[str] | None = field(default=None, repr=False, compare=False)
+
+    def content(self) -> list[str]:
+        """sha256 of each image's bytes (memoised like the dataset fingerprint): an image
+        edited in place, same name and size, is other calibration data."""
+        if self._content is None:
+            self._content = content_hashes(self.root, self.items,
+                                           [(self.root / rel).stat() for rel in self.items])
+        return self._content
 
     @property
     def recipe_key(self) -> str:
@@ -50,6 +59,7 @@ class CalibrationSet:
                 "seed": self.seed,
                 "recipe": self.recipe_key,
                 "items": self.items,
+                "content": self.content(),
             }
         )
 
@@ -61,13 +71,7 @@ class CalibrationSet:
                 "calibration set was made for another recipe; call calibration_for(recipe=...)"
             )
         paths = [self.root / rel for rel in self.items]
-        key = hash_json(
-            {
-                "calibration": self.hash(),
-                "geometry": recipe.geometry_key(),
-                "sizes": [p.stat().st_size for p in paths],
-            }
-        )
+        key = hash_json({"calibration": self.hash(), "geometry": recipe.geometry_key()})
         uint8 = load_or_build(paths, [f"calibration {self.source}"] * len(paths), recipe, key)
         return normalise(np.asarray(uint8), recipe)
 

@@ -2,21 +2,37 @@
 
 This is the layout MLPerf's ResNet-50 reference reads. Every problem with it is a UserError of one
 line naming the file (and line) and the fix, so run.py can print it instead of a traceback.
+Every listed image must stay inside the folder once '..' and symlinks are resolved: the folder
+is what the fingerprint, the cache and an exported copy stand for.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
+import stat
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from quantmark.errors import UserError
-from quantmark.hashing import hash_json
+from quantmark.hashing import atomic_write_json, hash_file, hash_json
+from quantmark.paths import cache_dir
+
+log = logging.getLogger(__name__)
 
 VAL_MAP = "val_map.txt"
 NUM_CLASSES = 1000
+# A file changed less than this long ago may change again within the same timestamp tick
+# (ctime is kept at a few ms granularity): its hash is not memoised, as git does with
+# "racily clean" index entries.
+RACY_NS = 2_000_000_000
+MEMO_VERSION = 1
 
 
 class ImageFolderDataset:
@@ -45,23 +61,26 @@ class ImageFolderDataset:
         self.all_items, self.line_numbers = parse_val_map(self._map_bytes, self.map_path)
         if not self.all_items:
             raise UserError(f"{self.map_path} lists no images; add '<relative path> <label>' lines")
-        self._sizes = self._stat_images()
+        self._stats = self._stat_images()
         self.held_out: list[str] = []
         self.cache_rows = np.arange(len(self.all_items), dtype=np.int64)
         self._fingerprint: str | None = None
 
-    def _stat_images(self) -> list[int]:
-        """Sizes of every listed image; a missing one is a UserError naming its val_map line."""
-        sizes = []
+    def _stat_images(self) -> list[os.stat_result]:
+        """Stat every listed image; a missing one, or one whose path leads out of the folder
+        ('..', a symlink), is a UserError naming its val_map line."""
+        inside = _Containment(self.root)
+        stats = []
         for (rel, _), line in zip(self.all_items, self.line_numbers, strict=True):
+            where = f"{self.map_path}:{line}"
             try:
-                sizes.append((self.root / rel).stat().st_size)
+                stats.append(inside.stat(rel, where))
             except OSError:
                 raise UserError(
-                    f"image {self.root / rel} listed at {self.map_path}:{line} does not exist; "
+                    f"image {self.root / rel} listed at {where} does not exist; "
                     "restore the file or remove that line"
                 ) from None
-        return sizes
+        return stats
 
     def __len__(self) -> int:
         """Number of evaluation items (after any hold-out)."""
@@ -96,10 +115,20 @@ class ImageFolderDataset:
         return f"{self.map_path}:{self.line_numbers[row]}"
 
     def fingerprint(self) -> str:
-        """Cheap identity: val_map.txt bytes plus every image's size (no image is read)."""
+        """Identity of the listed content: sha256 of val_map.txt and of every image's bytes.
+
+        Content, not a stat signature (size + mtime + inode, as make and rsync use): the
+        fingerprint is compared across copies and machines (results, export records), and a
+        copy has other inodes and times. Re-reading every image per run would cost seconds on
+        ImageNet, so the hashes are memoised per file by (size, mtime, ctime, inode), like
+        git's index: rewriting a file changes its ctime even when its size is kept and its
+        mtime is set back (touch cannot set ctime), so an edited image is always re-read.
+        """
         if self._fingerprint is None:
             digest = hashlib.sha256(self._map_bytes).hexdigest()
-            self._fingerprint = hash_json({"val_map": digest, "sizes": self._sizes})
+            rels = [rel for rel, _ in self.all_items]
+            images = content_hashes(self.root, rels, self._stats)
+            self._fingerprint = hash_json({"val_map": digest, "images": images})
         return self._fingerprint
 
     def hold_out(self, relpaths: list[str]) -> None:
@@ -115,6 +144,109 @@ class ImageFolderDataset:
         already = set(self.held_out)
         self.held_out.extend(rel for rel in dict.fromkeys(relpaths) if rel not in already)
         self.cache_rows = np.asarray(keep, dtype=np.int64)
+
+
+class _Containment:
+    """Resolves listed paths against the folder's real path: one realpath per distinct parent
+    folder (ImageNet val has one) and one lstat per file, not a realpath per file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.real = os.path.realpath(root)
+        self.prefix = self.real.rstrip(os.sep) + os.sep
+        self.parents: dict[str, str] = {}
+
+    def stat(self, rel: str, where: str) -> os.stat_result:
+        """The image's stat (following a symlink) once it is known to stay inside."""
+        path = os.path.join(self.root, rel)
+        parent, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            real = os.path.realpath(path)
+        else:
+            if parent not in self.parents:
+                self.parents[parent] = os.path.realpath(parent)
+            real = os.path.join(self.parents[parent], name)
+        self._check(rel, real, where)
+        info = os.lstat(real)
+        if stat.S_ISLNK(info.st_mode):
+            self._check(rel, os.path.realpath(real), where)
+            info = os.stat(real)
+        return info
+
+    def _check(self, rel: str, real: str, where: str) -> None:
+        if real != self.real and not real.startswith(self.prefix):
+            raise UserError(
+                f"{where}: {_short(rel)} resolves to {_short(real, 120)}, outside the dataset "
+                f"folder {_short(self.real, 120)}; move the image into the folder "
+                "(no '..' or symlink leading out)"
+            )
+
+
+def content_hashes(root: Path, rels: Sequence[str], stats: Sequence[os.stat_result]) -> list[str]:
+    """sha256 (32 hex) of each file ``root/rel``; a file whose (size, mtime, ctime, inode) is
+    what it was when last hashed comes from a memo in the cache instead of being read again."""
+    memo_path = _memo_path(root)
+    memo = _read_memo(memo_path) if memo_path is not None else {}
+    out: list[str] = []
+    todo: list[int] = []
+    for i, (rel, info) in enumerate(zip(rels, stats, strict=True)):
+        entry = memo.get(rel)
+        if isinstance(entry, list) and entry[:4] == _signature(info):
+            out.append(str(entry[4]))
+        else:
+            out.append("")
+            todo.append(i)
+    if not todo:
+        return out
+
+    def one(i: int) -> str:
+        try:
+            return hash_file(Path(root) / rels[i], 32)
+        except OSError as exc:
+            raise UserError(f"image {Path(root) / rels[i]} cannot be read ({exc.strerror}); "
+                            "fix its permissions or remove its line") from None
+
+    with ThreadPoolExecutor(max(1, min(8, len(todo)))) as pool:
+        for i, digest in zip(todo, pool.map(one, todo), strict=True):
+            out[i] = digest
+    if memo_path is not None:
+        _write_memo(memo_path, rels, stats, out)
+    return out
+
+
+def _memo_path(root: Path) -> Path | None:
+    """One memo per dataset folder (by real path); None when the cache cannot be created."""
+    try:
+        folder = cache_dir("datasets") / "content-hashes"
+    except OSError:
+        return None
+    return folder / f"{hash_json(os.path.realpath(root))}.json"
+
+
+def _signature(info: os.stat_result) -> list[int]:
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+
+
+def _read_memo(path: Path) -> dict[str, list]:
+    try:
+        data = json.loads(path.read_text())
+        files = data["files"] if data.get("version") == MEMO_VERSION else {}
+        return files if isinstance(files, dict) else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _write_memo(path: Path, rels: Sequence[str], stats: Sequence[os.stat_result],
+                hashes: Sequence[str]) -> None:
+    """Keep the hashes of files that changed long enough ago (see ``RACY_NS``)."""
+    settled = time.time_ns() - RACY_NS
+    files = {rel: [*_signature(info), digest]
+             for rel, info, digest in zip(rels, stats, hashes, strict=True)
+             if max(info.st_mtime_ns, info.st_ctime_ns) < settled}
+    try:
+        atomic_write_json(path, {"version": MEMO_VERSION, "files": files})
+    except OSError as exc:  # a read-only cache only costs re-hashing next time
+        log.debug("cannot write the content-hash memo %s: %s", path, exc)
 
 
 def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[int]]:

@@ -20,10 +20,12 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
+from quantmark.errors import UserError
 from quantmark.hashing import hash_json
 
 # Bump when the decode/resize/crop code changes in a way that changes pixels: old caches go stale.
-GEOMETRY_VERSION = 1
+# 2: 16-bit grayscale is scaled to 8 bits, no longer clipped to white.
+GEOMETRY_VERSION = 2
 RESAMPLING = "bilinear"
 _PIL_RESAMPLING = Image.Resampling.BILINEAR
 
@@ -88,10 +90,33 @@ def crop_box(width: int, height: int, crop: int) -> tuple[int, int, int, int]:
     return left, top, left + crop, top + crop
 
 
+# 16-bit grayscale as Pillow opens it (PNG, TIFF, PGM); its convert("RGB") would clip to 255.
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """8-bit RGB of any image Pillow decodes, high bit depths scaled rather than clipped.
+
+    16-bit RGB(A) PNGs Pillow already reduces to their high byte; 16-bit grayscale it keeps
+    as 16-bit integers, so they are reduced here the same way (v >> 8: 257 * v8 gives v8 back).
+    32-bit integer or float pixels (some TIFFs) have no agreed range: they are refused.
+    """
+    mode = img.mode
+    if mode in _SIXTEEN_BIT or (mode == "I" and img.format == "PNG"):  # older Pillow: "I"
+        wide = np.asarray(img).astype(np.uint32)
+        return Image.fromarray((np.minimum(wide, 65535) >> 8).astype(np.uint8), "L").convert("RGB")
+    if mode in ("I", "F") or mode.startswith("I;"):
+        raise UserError(
+            f"image has pixels of mode {mode} (32-bit integer, float or signed: no known "
+            "range); save it as 8- or 16-bit RGB or grayscale (PNG or JPEG)"
+        )
+    return img.convert("RGB")
+
+
 def decode_and_crop(path: str | os.PathLike, recipe: PreprocessRecipe) -> np.ndarray:
     """Decode an image to RGB, resize its short side, centre crop: uint8 (crop, crop, 3)."""
     with Image.open(path) as img:
-        img = img.convert("RGB")
+        img = to_rgb(img)
         size = resized_size(img.width, img.height, recipe.resize_short)
         img = img.resize(size, _PIL_RESAMPLING)
         img = img.crop(crop_box(size[0], size[1], recipe.crop))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -258,19 +259,28 @@ def _speedup(rows: list[dict[str, Any]], row: dict[str, Any]) -> str:
 
 
 def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
+    def metric(s: dict[str, Any]) -> str:
+        return (f"{s['metric_value'] / 1e6:.3f} ms" if s["metric_unit"] == "ns"
+                else f"{s['metric_value']:.2f} samples/s")
+
+    def percentile(key: str) -> Callable[[dict[str, Any]], str]:
+        return lambda row: f"{row['summary']['percentiles_ns'][key] / 1e6:.2f}"
+
+    columns: dict[str, Callable[[dict[str, Any]], str]] = {  # header -> the field it shows
+        "SUT": lambda row: row["sut"], "executed": lambda row: row["executed"] or "-",
+        "scenario": lambda row: row["scenario"],
+        "validity": lambda row: row["summary"]["validity"],
+        "official metric": lambda row: metric(row["summary"]),
+        "p50 ms": percentile("50.00"), "p90 ms": percentile("90.00"),
+        "p99 ms": percentile("99.00"),
+        "samples/s": lambda row: f"{row['summary']['samples_per_second']:.1f}",
+        "speedup vs fp32": lambda row: _speedup(rows, row),
+        "top-1 %": lambda row: f"{row['top1']:.2f}"}
     table = Table(title=f"quantmark default job: {model} on the built-in dataset (quick runs)")
-    for column in ("SUT", "executed", "scenario", "validity", "official metric", "p50 ms",
-                   "p90 ms", "p99 ms", "samples/s", "speedup vs fp32", "top-1 %"):
-        table.add_column(column)
+    for header in columns:
+        table.add_column(header)
     for row in rows:
-        s = row["summary"]
-        p = s["percentiles_ns"]
-        metric = (f"{s['metric_value'] / 1e6:.3f} ms" if s["metric_unit"] == "ns"
-                  else f"{s['metric_value']:.2f} samples/s")
-        table.add_row(row["sut"], row["executed"] or "-", row["scenario"], s["validity"], metric,
-                      f"{p['50.00'] / 1e6:.2f}", f"{p['90.00'] / 1e6:.2f}",
-                      f"{p['99.00'] / 1e6:.2f}", f"{s['samples_per_second']:.1f}",
-                      _speedup(rows, row), f"{row['top1']:.2f}")
+        table.add_row(*(escape(cell(row)) for cell in columns.values()))
     console.print(table)
     console.print("Quick runs: short and not valid for submission; use --official for that.")
 
@@ -311,15 +321,19 @@ def _characterization(folders: list[str], output: Path) -> None:
     if not study.configs and not study.explained and not study.training:
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) or train-bench results under "
                         f"{', '.join(folders)}")
+    columns: dict[str, Callable[[Any], str]] = {  # header -> the named field it shows
+        "system": lambda c: c.system, "model": lambda c: c.model,
+        "scenario": lambda c: c.scenario, "SUT": lambda c: c.sut,
+        "batch": lambda c: str(c.batch_size), "validity": lambda c: c.derived["validity"],
+        "official metric": metric_text,
+        "x fw FP32": lambda c: number(c.derived["speedup_vs_fp32"], 2, "x"),
+        "top-1 %": lambda c: number(c.derived["top1"]),
+        "agree FP32 %": lambda c: number(c.derived["agreement_with_fp32"], 1)}
     table = Table(title=f"characterization of {', '.join(folders)}")
-    for column in ("system", "model", "scenario", "SUT", "batch", "validity", "official metric",
-                   "x fw FP32", "top-1 %", "agree FP32 %"):
-        table.add_column(column)
-    for c in study.configs:
-        d = c.derived
-        table.add_row(c.system, c.model, c.scenario, c.sut, str(c.batch_size), d["validity"],
-                      metric_text(c), number(d["speedup_vs_fp32"], 2, "x"), number(d["top1"]),
-                      number(d["agreement_with_fp32"], 1))
+    for header in columns:
+        table.add_column(header)
+    for config in study.configs:
+        table.add_row(*(escape(cell(config)) for cell in columns.values()))
     if study.configs or study.explained:
         console.print(table)
     if study.training:
@@ -336,22 +350,21 @@ def _characterization(folders: list[str], output: Path) -> None:
 
 
 def _percentile_table(folder: str) -> None:
-    """Print and write (CSV, Markdown) the percentile table of every run under ``folder``."""
-    from report.table import row_values, write_report
+    """Print and write (CSV, Markdown) the percentile table of every run under ``folder``.
+    Cells are taken by column name (``report.table.CONSOLE_COLUMNS``), never by position."""
+    from report.table import CONSOLE_COLUMNS, console_cells, incomplete_warnings, write_report
 
     root = Path(folder)
     rows, csv_path, md_path = write_report(root)
     if not rows:
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")
-    table = Table(title=f"runs under {folder}")
-    shown = ("sut", "model", "scenario", "mode", "run", "validity", "metric", "samples/s",
-             "p50", "p90", "p95", "p97", "p99", "p99.9", "top-1", "throttled")
-    for column in shown:
-        table.add_column(column)
+    table = Table(title=f"runs under {escape(folder)}")
+    for label, _ in CONSOLE_COLUMNS:
+        table.add_column(label)
     for row in rows:
-        values = row_values(row, root)
-        table.add_row(row.sut, row.model, row.scenario, row.mode, row.run_kind,
-                      row.summary.validity, row.metric_text(), values[10], *values[14:20],
-                      values[20] or "-", row.throttled or "-")
+        table.add_row(*(escape(cell) for cell in console_cells(row, root)))
     console.print(table)
-    console.print(f"latencies in ms (LoadGen's nearest-rank); written {csv_path} and {md_path}")
+    for line in incomplete_warnings(rows, root):
+        console.print(f"[yellow]warning:[/] {escape(line)}")
+    console.print(f"latencies in ms (LoadGen's nearest-rank); written {escape(str(csv_path))} "
+                  f"and {escape(str(md_path))}")

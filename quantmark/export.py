@@ -46,7 +46,8 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
     """Build and write each SUT's artifact and record; returns the written model files."""
     from models.zoo import get_model
     from qsl import open_dataset
-    from quantmark.runner import CalibrationProvider, recipe_for, uses_calibration
+    from quantmark.record import uses_calibration
+    from quantmark.runner import CalibrationProvider, recipe_for
     from sut.interface import SutOptions
     from sut.registry import load_factory, require_available
 

@@ -9,24 +9,31 @@ interrupted run never destroys an earlier good one.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import sys
+import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from models.artifacts import artifact_size_bytes
 from quantmark.config import RunConfig
-from quantmark.errors import SutError, UserError
-from quantmark.hashing import atomic_write_json, atomic_write_text
+from quantmark.errors import SutError, UserError, environment_fault
+from quantmark.hashing import atomic_write_json
 from quantmark.layout import run_dir, system_id
-from quantmark.paths import pid_alive
+from quantmark.record import record
+from quantmark.run_folder import RunFolder
 
 WARMUP_SECONDS = 1.0  # per measured batch shape
+# A quick performance run's LoadGen window may last this many times what it should take (at
+# least QUICK_WALL_MIN_S): a SUT far slower than its warm-up estimate fails instead of running
+# for many minutes. A 2-core machine shared with other work ran quick runs 4-5x slower than
+# their warm-up; the seed issue's fast model took 47x.
+QUICK_WALL_FACTOR = 12
+QUICK_WALL_MIN_S = 120.0
 CALIBRATION_COUNT = {"builtin": 256, "imagenet": 500}
 
 
@@ -72,11 +79,6 @@ class CalibrationProvider:
                 "hash": self._set.hash(), "items_sample": self._set.items[:5]}
 
 
-def uses_calibration(info: Any) -> bool:
-    """Static INT8 paths calibrate on the shared set; dynamic ones and float paths do not."""
-    return "int8" in info.precision and "dynamic" not in info.precision
-
-
 def recipe_for(spec: Any, layout: str):
     from qsl.preprocess import PreprocessRecipe
 
@@ -84,52 +86,86 @@ def recipe_for(spec: Any, layout: str):
                             mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
 
 
-def measure(backend: Any, qsl: Any, batch_size: int, scenario: str,
+def measure(backend: Any, qsl: Any, batch_size: int, scenario: str, workers: int,
             times: dict[str, float] | None = None):
-    """Warm up, then time batch 1 and batch ``batch_size`` on real samples (and, for Server,
-    single-sample queries through the SUT's worker path). ``times["warmup_s"]`` gets the
-    warm-up's duration: where a framework compiles on first use (torch.compile, XLA), that is
-    its compile time."""
-    from scenarios.settings import Measurement
-    from sut.base import measure_query_path_s, time_predict
-
+    """Warm up, then time batch 1 and batch ``batch_size`` on real samples; for Offline also
+    the rate of the real batch path with ``workers`` busy, and for Server single-sample queries
+    through the worker path. ``times["warmup_s"]`` gets the warm-up's duration: where a
+    framework compiles on first use (torch.compile, XLA), that is its compile time. A predict
+    that fails here is the SUT's failure (exit 3), not a crash."""
     indices = list(range(min(qsl.total_count, max(batch_size, 8))))
     qsl.load(indices)
     try:
-        one = qsl.batch(indices[:1])
-        full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
-        started = time.perf_counter()
-        backend.warmup(full)
-        if times is not None:
-            times["warmup_s"] = time.perf_counter() - started
-        latency = statistics.median(time_predict(backend.predict, one, WARMUP_SECONDS))
-        batch_latency = (latency if batch_size == 1 else
-                         statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
-        query_path = (statistics.median(measure_query_path_s(backend.predict, qsl, indices[0],
-                                                             WARMUP_SECONDS))
-                      if scenario == "Server" else 0.0)
+        return _measure_loaded(backend, qsl, indices, batch_size, scenario, workers,
+                               times if times is not None else {})
+    except (UserError, SutError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any framework error is the SUT's
+        raise SutError(f"predict failed in the warm-up measurement: {exc!r}") from exc
     finally:
         qsl.unload(indices)
+
+
+def _measure_loaded(backend: Any, qsl: Any, indices: list[int], batch_size: int,
+                    scenario: str, workers: int, times: dict[str, float]):
+    from scenarios.settings import Measurement
+    from sut.base import measure_batch_path_rate, measure_query_path_s, time_predict
+
+    one = qsl.batch(indices[:1])
+    full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
+    started = time.perf_counter()
+    backend.warmup(full)
+    times["warmup_s"] = time.perf_counter() - started
+    latency = statistics.median(time_predict(backend.predict, one, WARMUP_SECONDS))
+    batch_latency = (latency if batch_size == 1 else
+                     statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
+    query_path = (statistics.median(measure_query_path_s(backend.predict, qsl, indices[0],
+                                                         WARMUP_SECONDS))
+                  if scenario == "Server" else 0.0)
+    path_rate = (measure_batch_path_rate(backend.predict, qsl, indices, batch_size=batch_size,
+                                         workers=workers, seconds=WARMUP_SECONDS,
+                                         batch_latency_s=batch_latency)
+                 if scenario == "Offline" else 0.0)
     return Measurement(latency_s=latency, batch_latency_s=batch_latency, batch_size=batch_size,
-                       query_path_s=query_path)
+                       query_path_s=query_path, path_throughput=path_rate)
 
 
-def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
-    """Run one test; returns the results dict written as results.json."""
-    import mlperf_loadgen as lg
+@dataclass
+class Prepared:
+    """Everything built before LoadGen starts."""
 
-    from audit.configs import audit_was_applied
+    spec: Any
+    info: Any
+    dataset: Any
+    calibration: CalibrationProvider
+    backend: Any
+    qsl: Any
+    workers: int
+    measurement: Any
+    built: Any
+    times: dict[str, float]
+
+
+@dataclass
+class Ran:
+    """What LoadGen's run left: the SUT adapter, its wall time and the board around it."""
+
+    sut: Any
+    audit_config: Path
+    started: float
+    wall_s: float
+    thermal_before: dict[str, Any]
+    thermal_after: dict[str, Any]
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Build the SUT (artifact prepared or taken from the cache), the QSL and the settings."""
     from models.zoo import MODEL_NAMES, get_model
     from qsl import open_dataset
     from qsl.library import QuerySampleLibrary
-    from quantmark import fingerprint
-    from quantmark.board import thermal_snapshot, throttling_verdict
-    from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
-    from report.loadgen_log import summarize_file
     from scenarios.settings import SettingsPlan, build_settings
-    from sut.base import LoadGenSUT
     from sut.interface import SutOptions
-    from sut.registry import fp32_baseline, load_factory, require_available
+    from sut.registry import load_factory, require_available
 
     spec = get_model(config.model)
     info = require_available(config.sut)
@@ -150,151 +186,121 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     workers = config.workers or max(1, int(getattr(backend, "preferred_workers", 1)))
     qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
                                           spec.performance_sample_count)
-    measurement = measure(backend, qsl, config.batch_size, config.scenario, times)
+    measurement = measure(backend, qsl, config.batch_size, config.scenario, workers, times)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,
                         quick_min_duration_ms=config.quick_duration_ms, workers=workers)
     built = build_settings(plan, measurement)
+    return Prepared(spec, info, dataset, calibration, backend, qsl, workers, measurement, built,
+                    times)
 
-    system = config.system_id or system_id(config.sut)
-    final = run_dir(config.output, system, config.model, config.scenario, config.mode,
-                    config.audit)
-    work = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    _remove_abandoned(final)
-    work.mkdir(parents=True)  # LoadGen silently runs nothing if the folder is missing
 
-    def fatal(exc: BaseException) -> None:
-        """predict failed and LoadGen keeps issuing: report and end the process."""
-        _write_status(status_path, "failed", str(work), {}, f"predict raised: {exc!r}")
+def quick_wall_bound_s(config: RunConfig, settings: Any, measurement: Any) -> float | None:
+    """How long a quick performance run's LoadGen window may last, or None (unbounded:
+    official runs, and accuracy runs, whose length is the dataset's). The run should take the
+    longer of its minimum duration and its minimum queries at the measured latency; the bound
+    is QUICK_WALL_FACTOR times that, never under QUICK_WALL_MIN_S, so a busy machine that
+    halves the SUT's speed never trips it."""
+    if not config.quick or config.mode != "performance":
+        return None
+    per_query = {"SingleStream": measurement.latency_s,
+                 "MultiStream": measurement.query_latency_s(
+                     settings.multi_stream_samples_per_query or 8)}.get(config.scenario, 0.0)
+    expected_s = max(settings.min_duration_ms / 1000, settings.min_query_count * per_query)
+    return max(QUICK_WALL_MIN_S, QUICK_WALL_FACTOR * expected_s)
+
+
+def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
+                status_path: Path) -> Ran:
+    """Run LoadGen into the folder's temp folder. A ``predict`` that raised, or a quick run that
+    overran its bound, ends the process with exit 3 and the logs kept as ``.failed``."""
+    import mlperf_loadgen as lg
+
+    from quantmark.board import thermal_snapshot
+    from sut.base import LoadGenSUT
+
+    work = folder.start()
+
+    def end_process(message: str) -> None:
+        failed = folder.keep_failed(None)
+        _write_status(status_path, "failed", str(failed), {}, f"{message}; logs in {failed}")
         os._exit(3)
 
-    sut = LoadGenSUT(backend.predict, qsl, batch_size=config.batch_size,
-                     workers=workers, label_offset=backend.label_offset,
-                     inline_single=config.scenario == "SingleStream", on_fatal=fatal)
+    sut = LoadGenSUT(prepared.backend.predict, prepared.qsl, batch_size=config.batch_size,
+                     workers=prepared.workers, label_offset=prepared.backend.label_offset,
+                     inline_single=config.scenario == "SingleStream",
+                     on_fatal=lambda exc: end_process(f"predict raised: {exc!r}"))
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)
     log_settings.log_output.copy_summary_to_stdout = False
     log_settings.enable_trace = False
-    sut_handle = sut.start()
-    qsl_handle = qsl.construct()
     # LoadGen applies any audit.config it finds in the working directory, so a normal run names
     # a file that cannot exist and an audit run the one the launcher put in its working folder.
     audit_config = (Path.cwd() / "audit.config" if config.audit
                     else work / "no-audit-config-for-this-run")
+    bound_s = quick_wall_bound_s(config, prepared.built.settings, prepared.measurement)
+    watchdog = None if bound_s is None else threading.Timer(bound_s, end_process, args=(
+        f"quick run still running after {bound_s:.0f} s (the SUT ran far slower than its "
+        f"warm-up measurement, {prepared.measurement.offline_rate(prepared.workers):.0f} "
+        "samples/s); set target_qps / target_latency in a --user-conf",))
+    sut_handle, qsl_handle = sut.start(), prepared.qsl.construct()
     before = thermal_snapshot()  # a board that throttles gives other numbers: the report says
     started = time.time()
     try:
-        lg.StartTestWithLogSettings(sut_handle, qsl_handle, built.settings, log_settings,
-                                    str(audit_config))
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
+        lg.StartTestWithLogSettings(sut_handle, qsl_handle, prepared.built.settings,
+                                    log_settings, str(audit_config))
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         sut.stop()
-        qsl.destroy()
-    wall_s = time.time() - started
-    after = thermal_snapshot()
+        prepared.qsl.destroy()
+    return Ran(sut, audit_config, started, time.time() - started, before, thermal_snapshot())
+
+
+def check_run(config: RunConfig, ran: Ran, folder: RunFolder) -> None:
+    """Raise (keeping the logs as ``.failed``) unless every sample was answered, the audit
+    config was applied exactly when asked for, and LoadGen's logs are complete."""
+    from audit.configs import audit_was_applied
+
+    sut = ran.sut
     if sut.error is not None or not sut.all_completed:
-        failed = _keep_failed(work, final, sut.error_traceback)
+        failed = folder.keep_failed(sut.error_traceback)
         if sut.error is not None:
             raise SutError(f"predict raised {sut.error!r}; all {sut.completed} issued samples "
                            f"were completed with class -1 so LoadGen could finish; logs in "
                            f"{failed}")
         raise SutError(f"{sut.issued} samples issued but {sut.completed} completed; logs in "
                        f"{failed}")
-
-    audit_applied = audit_was_applied(work / "mlperf_log_detail.txt")
-    if audit_applied != bool(config.audit):
-        failed = _keep_failed(work, final, None)
-        raise SutError(f"{config.audit} run but LoadGen did not apply {audit_config}; logs in "
-                       f"{failed}" if config.audit else
+    folder.check_logs()
+    applied = audit_was_applied(folder.work / "mlperf_log_detail.txt")
+    if applied != bool(config.audit):
+        failed = folder.keep_failed(None)
+        raise SutError(f"{config.audit} run but LoadGen did not apply {ran.audit_config}; logs "
+                       f"in {failed}" if config.audit else
                        f"LoadGen applied an audit.config to a normal run; logs in {failed}")
-    summary = summarize_file(work / "mlperf_log_detail.txt")
-    results: dict[str, Any] = {
-        "config": dict(vars(config)),
-        "system_id": system,
-        "sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
-                "device": info.device, "fp32_baseline": fp32_baseline(info.name),
-                **backend.describe()},
-        "model": {"name": spec.name, **_artifact_record(backend.artifact)},
-        "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
-                    "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
-                    "held_out_for_calibration": dataset.held_out_count},
-        "calibration": calibration.describe() if uses_calibration(info) else None,
-        "settings": {"mode": "quick" if config.quick else "official",
-                     "quantmark_set": built.applied, "notes": built.notes, "workers": workers,
-                     "measurement": vars(measurement)},
-        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
-        "times": {**times, **(backend.artifact.times or {}), "loadgen_wall_s": wall_s,
-                  "loadgen_started_at": started, "loadgen_ended_at": started + wall_s},
-        "summary": summary.to_dict(),
-        "machine": {**fingerprint.machine(), "thermal": {
-            "before": before, "after": after, **throttling_verdict(before, after)}},
-        "software": fingerprint.software((info.framework,)),
-    }
-    if config.audit:
-        results["audit"] = {"test": config.audit, "config": str(audit_config),
-                            "applied": audit_applied}
-    if config.mode == "accuracy" or config.audit == "TEST01":
-        # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
-        atomic_write_text(work / "val_map.txt",
-                          "".join(f"{rel} {label}\n" for rel, label in dataset.items))
-    if config.mode == "accuracy":
-        accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
-                                    read_val_map_labels(work / "val_map.txt"),
-                                    expected_count=qsl.total_count)
-        if accuracy.missing:
-            failed = _keep_failed(work, final, None)
-            raise SutError(f"{accuracy.missing} of {qsl.total_count} samples have no response "
-                           f"in the accuracy log; logs in {failed}")
-        atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
-        results["accuracy"] = {"top1": accuracy.percent, "good": accuracy.good,
-                               "total": accuracy.total, "duplicates": accuracy.duplicates}
-    atomic_write_text(work / "user.conf",
-                      built.effective_user_conf(spec.mlperf_name, config.scenario,
-                                                config.user_conf))
-    not_valid = [note for note in built.notes if "NOT VALID FOR SUBMISSION" in note]
-    if not_valid:
-        atomic_write_text(work / "NOT_VALID_FOR_SUBMISSION.txt",
-                          "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
-    atomic_write_json(work / "results.json", results)
-    _replace_dir(work, final)
+
+
+def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
+    """Run one test; returns the results dict written as results.json."""
+    system = config.system_id or system_id(config.sut)
+    final = run_dir(config.output, system, config.model, config.scenario, config.mode,
+                    config.audit)
+    with RunFolder(final) as folder:
+        prepared = prepare(config)
+        ran = run_loadgen(config, prepared, folder, status_path)
+        check_run(config, ran, folder)
+        results = record(config, system, prepared, ran, folder.work)
+        if config.mode == "accuracy" and results["accuracy"].get("missing"):
+            failed = folder.keep_failed(None)
+            raise SutError(f"{results['accuracy']['missing']} of {prepared.qsl.total_count} "
+                           f"samples have no response in the accuracy log; logs in {failed}")
+        folder.promote()
     results["run_dir"] = str(final)
     return results
-
-
-def _artifact_record(artifact: Any) -> dict[str, Any]:
-    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
-            "format": artifact.format,
-            "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
-            "source_hash": artifact.source_hash, "meta": artifact.meta}
-
-
-def _remove_abandoned(final: Path) -> None:
-    """Delete temp folders of runs whose process is gone (killed, Ctrl-C): never a live one."""
-    for folder in final.parent.glob(f".{final.name}.tmp-*"):
-        pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-
-def _keep_failed(work: Path, final: Path, traceback_text: str | None) -> Path:
-    """A failed run's logs (and predict's traceback) go to ``<final>.failed``; the last good
-    run stays untouched."""
-    if traceback_text:
-        atomic_write_text(work / "predict_error.txt", traceback_text)
-    failed = final.with_name(final.name + ".failed")
-    shutil.rmtree(failed, ignore_errors=True)
-    work.rename(failed)
-    return failed
-
-
-def _replace_dir(work: Path, final: Path) -> None:
-    """Swap the finished run in; the old one is removed only after the new one is in place."""
-    old = final.parent / f".{final.name}.old-{os.getpid()}"
-    if final.exists():
-        final.rename(old)
-    work.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_status(path: Path, status: str, run_dir_: str | None, results: dict[str, Any],
@@ -315,6 +321,10 @@ def main(argv: list[str]) -> int:
         _write_status(status_path, "failed", None, {}, str(exc))
         return 3
     except Exception as exc:  # noqa: BLE001 - report any crash as one line to the parent
+        fault = environment_fault(exc)  # disk full, permissions, a file in the way: not the SUT
+        if fault is not None:
+            _write_status(status_path, "user_error", None, {}, fault)
+            return 2
         traceback.print_exc(file=sys.stderr)
         _write_status(status_path, "failed", None, {}, f"{type(exc).__name__}: {exc}")
         return 1

@@ -10,7 +10,6 @@ accuracy run) and its console output ``DIR/logs/<same>.log``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from quantmark.config import RunConfig
 from quantmark.errors import UserError
 from quantmark.hashing import atomic_write_json
 from quantmark.launcher import launch
-from quantmark.paths import pid_alive
+from quantmark.locks import FileLock, LockHeld
 from quantmark.sweep_plan import Cell, SweepSpec, cells
 from quantmark.trackers import Tracker
 
@@ -78,23 +77,18 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     return data
 
 
-class _Lock:
+@contextmanager
+def _lock(root: Path) -> Iterator[FileLock]:
     """One sweep per folder at a time: two writers would each lose the other's cells."""
-
-    def __init__(self, root: Path) -> None:
-        self.path = root / LOCK
-
-    def __enter__(self) -> _Lock:
-        if self.path.is_file():
-            text = self.path.read_text().strip()
-            if text.isdigit() and pid_alive(int(text)) and int(text) != os.getpid():
-                raise UserError(f"another sweep (pid {text}) is writing {self.path.parent}; "
-                                "wait for it or use another --output")
-        self.path.write_text(str(os.getpid()))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.path.unlink(missing_ok=True)
+    try:
+        lock = FileLock(root / LOCK).acquire()
+    except LockHeld as held:
+        raise UserError(f"another sweep (pid {held.owner or '?'}) is writing {root}; wait for "
+                        "it or use another --output") from None
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
@@ -121,7 +115,7 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
     if len(plan) > len(todo):
         console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
                       "cells already finished")
-    with _Lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
+    with _lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
         for cell in todo:
             ok, reason = availability(SUTS[cell.sut])
             if not ok:

@@ -9,11 +9,13 @@ round the whole sweep, so their spread shows the machine's drift, not one moment
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quantmark.errors import UserError
+from quantmark.paths import require_path
 
 try:
     import tomllib
@@ -110,36 +112,140 @@ def expand_suts(names: list[str]) -> list[str]:
                                          n != FP32_BASELINE.get(SUTS[n].framework)))
 
 
-def load_sweep_file(path: str) -> dict[str, Any]:
-    """A sweep file's settings: TOML (``.toml``) or YAML (``.yaml``/``.yml``), keys as the
-    flags' names (``batch_sizes`` or ``batch-sizes``)."""
-    file = Path(path)
-    if not file.is_file():
-        raise UserError(f"sweep file {path} does not exist")
-    try:
-        if file.suffix == ".toml":
-            data = tomllib.loads(file.read_text())
-        elif file.suffix in (".yaml", ".yml"):
-            import yaml
+# What each key of a sweep file must hold: a string stands for a list only in the flags' form,
+# "a,b" (a list key); a string never stands for a number or a boolean.
+_TEXT_LIST = "a string or a list of strings"
+KEY_TYPES: dict[str, str] = {
+    "models": _TEXT_LIST, "suts": _TEXT_LIST, "scenarios": _TEXT_LIST,
+    "batch_sizes": "a whole number or a list of whole numbers", "repeats": "a whole number",
+    "threads": "a whole number", "seconds": "a number", "timeout": "a number",
+    "official": "true or false", "accuracy": "true or false", "output": "a string",
+    "dataset_path": "a string", "calibration_list": "a string", "user_conf": "a string",
+}
 
-            data = yaml.safe_load(file.read_text()) or {}
-        else:
-            raise UserError(f"sweep file {path}: name it .toml, .yaml or .yml")
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise UserError(f"sweep file {path} is not valid: {exc}".splitlines()[0]) from None
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_fits(key: str, value: Any) -> bool:
+    """Does ``value``, as TOML or YAML read it, have the type ``key`` needs?"""
+    expected = KEY_TYPES[key]
+    if expected == _TEXT_LIST:
+        return isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value))
+    if key == "batch_sizes":
+        return _is_whole(value) or (isinstance(value, list) and all(map(_is_whole, value)))
+    if expected == "a whole number":
+        return _is_whole(value)
+    if expected == "a number":
+        return _is_whole(value) or isinstance(value, float)
+    if expected == "true or false":
+        return isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def _toml_key_line(text: str, key: str) -> int | None:
+    """The line of top-level ``key`` (either spelling, bare or quoted, or as a [table] header)
+    in TOML ``text``: tomllib gives values no line numbers. Top-level keys end at the first
+    header that is not the key's own."""
+    names = {key, key.replace("_", "-")}
+    name = r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*"""
+    assignment, header = re.compile(name + "="), re.compile(r"\s*\[\[?" + name + r"[\].]")
+    for number, line in enumerate(text.splitlines(), start=1):
+        found = header.match(line)
+        if found:
+            if next(g for g in found.groups() if g is not None) in names:
+                return number
+            return None
+        found = assignment.match(line)
+        if found and next(g for g in found.groups() if g is not None) in names:
+            return number
+    return None
+
+
+def _yaml_key_lines(text: str) -> dict[str, int]:
+    """Line of each top-level key of a YAML mapping, from yaml's own node marks."""
+    import yaml
+
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {str(key.value).replace("-", "_"): key.start_mark.line + 1 for key, _ in node.value}
+
+
+def _read_sweep_data(file: Path) -> tuple[Any, str]:
+    """The file parsed (TOML or YAML) and its text; a syntax error names its line."""
+    text = file.read_text()
+    if file.suffix == ".toml":
+        return tomllib.loads(text), text
+    if file.suffix not in (".yaml", ".yml"):
+        raise UserError(f"sweep file {file}: name it .toml, .yaml or .yml")
+    try:
+        import yaml
     except ImportError:
         raise UserError("YAML sweep files need PyYAML: pip install pyyaml") from None
-    except Exception as exc:  # yaml.YAMLError, without importing yaml for TOML users
+    try:
+        return yaml.safe_load(text), text
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
+        raise UserError(f"sweep file {where} is not valid YAML ({exc.problem or exc.context}); "
+                        "fix that line") from None
+
+
+def load_sweep_file(path: str) -> dict[str, Any]:
+    """A sweep file's settings: TOML (``.toml``) or YAML (``.yaml``/``.yml``), keys as the
+    flags' names (``batch_sizes`` or ``batch-sizes``), each value of its key's real type."""
+    file = Path(path)
+    require_path(file, "sweep file", "pass a .toml or .yaml sweep file")
+    try:
+        data, text = _read_sweep_data(file)
+    except tomllib.TOMLDecodeError as exc:  # "Invalid value (at line 3, column 12)"
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f"{path}:{found[1]}" if found else path
+        problem = str(exc).replace(found[0], f"at column {found[2]}") if found else str(exc)
+        fix = "fix that line" if found else "fix its syntax"
+        raise UserError(f"sweep file {where} is not valid TOML ({problem.strip()}); {fix}"
+                        .splitlines()[0]) from None
+    except ValueError as exc:  # not UTF-8 text
         raise UserError(f"sweep file {path} is not valid: {exc}".splitlines()[0]) from None
+    except UserError:
+        raise
+    except Exception as exc:  # other yaml.YAMLError, without importing yaml for TOML users
+        raise UserError(f"sweep file {path} is not valid: {exc}".splitlines()[0]) from None
+    if data is None and file.suffix != ".toml":
+        data = {}
     if not isinstance(data, dict):
         raise UserError(f"sweep file {path}: expected keys such as models and suts at the top")
-    known = {f.name for f in fields(SweepSpec)}
-    settings = {key.replace("-", "_"): value for key, value in data.items()}
-    unknown = sorted(set(settings) - known)
+    settings = {str(key).replace("-", "_"): value for key, value in data.items()}
+    unknown = sorted(set(settings) - set(KEY_TYPES))
     if unknown:
         raise UserError(f"sweep file {path}: unknown key {unknown[0]}; known keys: "
-                        f"{', '.join(sorted(known))}")
+                        f"{', '.join(sorted(KEY_TYPES))}")
+    for key, value in settings.items():
+        if not _type_fits(key, value):
+            _raise_type_error(file, text, key, value)
     return settings
+
+
+def _raise_type_error(file: Path, text: str, key: str, value: Any) -> None:
+    """One line naming the key, its line where it can be found, what it holds and needs."""
+    line = (_toml_key_line(text, key) if file.suffix == ".toml"
+            else _yaml_key_lines(text).get(key))
+    where = f"{file}:{line}" if line else f"{file}, top-level key {key}"
+    found = (f"{key} is a table" if isinstance(value, dict)
+             else f"{key} = {value!r} is a {_type_name(value)}")
+    hint = (" (write true or false without quotes)"
+            if KEY_TYPES[key] == "true or false" and isinstance(value, str) else "")
+    raise UserError(f"sweep file {where}: {found}; {key} must be {KEY_TYPES[key]}{hint}")
+
+
+def _type_name(value: Any) -> str:
+    names = {bool: "boolean", int: "whole number", float: "number", str: "string",
+             list: "list", dict: "table"}
+    return next((name for kind, name in names.items() if isinstance(value, kind)),
+                type(value).__name__)
 
 
 def _as_list(value: Any, name: str) -> list[str]:
@@ -168,25 +274,49 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
     for scenario in scenarios:
         if scenario not in SCENARIOS:
             raise UserError(f"unknown scenario '{scenario}'; valid: {', '.join(SCENARIOS)}")
+    raw_batches = settings.get("batch_sizes", "8")
     try:
-        batch_sizes = [int(b) for b in _as_list(settings.get("batch_sizes", "8"),
-                                                "batch-sizes")]
+        batch_sizes = [int(b) for b in _as_list(
+            [raw_batches] if _is_whole(raw_batches) else raw_batches, "batch-sizes")]
         repeats = int(settings.get("repeats", 1))
         seconds = float(settings.get("seconds", 10.0))
         timeout = float(settings.get("timeout", 1800.0))
         threads = int(settings.get("threads", 0))
     except (TypeError, ValueError) as exc:
         raise UserError(f"sweep settings: a number was expected ({exc})") from None
-    if any(b < 1 for b in batch_sizes) or repeats < 1 or seconds <= 0 or timeout <= 0:
-        raise UserError("batch sizes and repeats must be >= 1, seconds and timeout > 0")
-    return SweepSpec(
+    if any(b < 1 for b in batch_sizes) or repeats < 1 or seconds <= 0 or timeout <= 0 \
+            or threads < 0:
+        raise UserError("batch sizes and repeats must be >= 1, seconds and timeout > 0, "
+                        "threads >= 0")
+    spec = SweepSpec(
         models=list(dict.fromkeys(models)),
         suts=expand_suts(_as_list(settings["suts"], "suts")),
         scenarios=list(dict.fromkeys(scenarios)), batch_sizes=sorted(set(batch_sizes)),
         repeats=repeats, output=str(settings.get("output") or "sweep"), seconds=seconds,
-        official=bool(settings.get("official", False)),
-        accuracy=bool(settings.get("accuracy", True)), timeout=timeout, threads=threads,
+        official=_flag(settings, "official", False),
+        accuracy=_flag(settings, "accuracy", True), timeout=timeout, threads=threads,
         dataset_path=settings.get("dataset_path"),
         calibration_list=settings.get("calibration_list"),
         user_conf=settings.get("user_conf"),
     )
+    _check_batches_fit(spec)
+    return spec
+
+
+def _flag(settings: dict[str, Any], key: str, default: bool) -> bool:
+    """A real boolean: the string "false" is not False, and must not turn into True."""
+    value = settings.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"sweep setting {key} = {value!r}: must be true or false")
+    return value
+
+
+def _check_batches_fit(spec: SweepSpec) -> None:
+    """The largest batch must be one the samples can fill and the memory hold, for every
+    model: found now, not as a crashed cell an hour in. (SingleStream cells run batch 1.)"""
+    from quantmark.validate import check_batch_fits, check_dataset
+
+    check_dataset(spec.dataset_path)
+    for model in spec.models:
+        check_batch_fits(max(spec.batch_sizes), model, spec.dataset_path,
+                         flag="--batch-sizes")

@@ -12,10 +12,35 @@ from pathlib import Path
 
 from quantmark.config import RunConfig
 from quantmark.errors import UserError
+from quantmark.paths import path_problem, require_path
+
+#: frameworks whose SUTs also take a TensorFlow SavedModel directory as --model-path
+SAVED_MODEL_FRAMEWORKS = ("tensorflow", "tflite")
+SAVED_MODEL_FILE = "saved_model.pb"  # models.tf_convert's; importing it here costs seconds
+#: a batch's float32 input is held a few times over (the batch, the SUT's copy, the
+#: framework's): the memory a batch needs at the very least, as a multiple of its input
+BATCH_MEMORY_FACTOR = 4
+MEMINFO = Path("/proc/meminfo")
+
+
+def _output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) an output folder; None when it can."""
+    if os.path.lexists(path):
+        return path_problem(path, "folder")
+    for parent in path.absolute().parents:
+        if os.path.lexists(parent):
+            problem = path_problem(parent, "folder")
+            return None if problem is None else f"is not writable: {parent} {problem}"
+    return None
 
 
 def check_output_writable(output: str) -> None:
+    """The output folder exists (or can be made) and takes files: a file there is named."""
     path = Path(output)
+    problem = _output_problem(path)
+    if problem is not None:
+        raise UserError(f"--output {output} {problem}; pass --output to a folder (it is made "
+                        "when missing)")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".quantmark-probe-"):
@@ -29,8 +54,9 @@ def check_dataset(path: str | None) -> None:
     if path is None:
         return
     folder = Path(path)
-    if not folder.is_dir():
-        raise UserError(f"dataset folder {path} does not exist; pass --dataset-path DIR "
+    problem = path_problem(folder, "folder")
+    if problem is not None:
+        raise UserError(f"dataset folder {path} {problem}; pass --dataset-path DIR "
                         "holding val_map.txt and the images")
     if not (folder / "val_map.txt").is_file():
         raise UserError(f"dataset folder {path} has no val_map.txt; it needs one line "
@@ -44,10 +70,87 @@ def validate_inputs(dataset_path: str | None, calibration_list: str | None,
     from scenarios.userconf import parse_user_conf
 
     check_dataset(dataset_path)
-    if calibration_list and not os.path.isfile(calibration_list):
-        raise UserError(f"calibration list {calibration_list} does not exist")
+    if calibration_list:
+        require_path(calibration_list, "--calibration-list",
+                     "pass a text file with one calibration image path a line")
     if user_conf:
         parse_user_conf(user_conf, tuple(MODEL_NAMES))
+
+
+def check_model_path(model_path: str, model: str, sut: str) -> None:
+    """A model file, or for the TensorFlow and TFLite SUTs a SavedModel directory."""
+    from sut.registry import get_sut
+
+    takes_folders = get_sut(sut).framework in SAVED_MODEL_FRAMEWORKS
+    problem = path_problem(model_path)
+    if problem is None:
+        return
+    expected = "a model file"
+    if takes_folders:
+        expected += " or a TensorFlow SavedModel directory (with saved_model.pb)"
+        if problem == "is a directory":
+            if os.path.isfile(os.path.join(model_path, SAVED_MODEL_FILE)):
+                return
+            problem = f"is a directory without {SAVED_MODEL_FILE}, so not a SavedModel"
+    elif problem == "is a directory":
+        expected += " (a SavedModel directory is for the tf-* and tflite-* SUTs only)"
+    raise UserError(f"--model-path {model_path} {problem} (model {model}, SUT {sut}); "
+                    f"pass {expected}")
+
+
+def dataset_size(dataset_path: str | None) -> int:
+    """Images in the dataset: val_map.txt's lines, or the built-in dataset's count."""
+    if dataset_path is None:
+        from qsl.builtin import EVAL_COUNT
+
+        return EVAL_COUNT
+    with open(Path(dataset_path) / "val_map.txt", "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def available_memory(meminfo: Path = MEMINFO) -> int | None:
+    """MemAvailable in bytes (Linux); None where the kernel does not say."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_batch_fits(batch: int, model: str, dataset_path: str | None,
+                     meminfo: Path = MEMINFO, flag: str = "--batch-size") -> None:
+    """A batch the samples can fill and the memory can hold, known before a child allocates
+    it (``--batch-size 100000`` once asked for 56 GiB)."""
+    from models.zoo import get_model
+
+    spec = get_model(model)
+    images = dataset_size(dataset_path)
+    limit = max(spec.performance_sample_count, images)
+    if batch > limit:
+        raise UserError(f"{flag} {batch} is more than the {images} images of the dataset "
+                        f"and model {model}'s {spec.performance_sample_count} performance "
+                        f"samples, so a batch would only repeat samples; pass {flag} "
+                        f"{limit} or less")
+    needed = batch * 3 * spec.input_size ** 2 * 4 * BATCH_MEMORY_FACTOR
+    available = available_memory(meminfo)
+    if available is not None and needed > available:
+        gib = 1024 ** 3
+        raise UserError(f"{flag} {batch} needs at least {needed / gib:.1f} GiB for its "
+                        f"{spec.input_size}x{spec.input_size} float32 inputs, more than the "
+                        f"{available / gib:.1f} GiB of memory available; pass a smaller "
+                        f"{flag}")
+
+
+def check_batch(config: RunConfig) -> None:
+    """The batch size makes sense for the scenario (checked before the files are)."""
+    if config.batch_size < 1:
+        raise UserError(f"--batch-size {config.batch_size}: must be 1 or more")
+    if config.scenario == "SingleStream" and config.batch_size != 1:
+        raise UserError(f"--batch-size {config.batch_size} with SingleStream: SingleStream "
+                        "issues one sample per query, so it runs batch 1 only; drop "
+                        "--batch-size or use Offline, MultiStream or Server")
 
 
 def validate(config: RunConfig) -> None:
@@ -61,13 +164,12 @@ def validate(config: RunConfig) -> None:
     get_model(config.model)
     if config.mode not in ("performance", "accuracy"):
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")
-    if config.batch_size < 1:
-        raise UserError(f"--batch-size {config.batch_size}: must be 1 or more")
+    check_batch(config)
     if config.threads < 0 or config.workers < 0:
         raise UserError("--threads must be >= 0 (0 = all cores) and --workers >= 0 "
                         "(0 = the SUT's preferred number)")
-    if config.model_path and not os.path.isfile(config.model_path):
-        raise UserError(f"model file {config.model_path} does not exist (model {config.model}, "
-                        f"SUT {config.sut}); pass --model-path to an existing file")
+    if config.model_path:
+        check_model_path(config.model_path, config.model, config.sut)
     validate_inputs(config.dataset_path, config.calibration_list, config.user_conf)
+    check_batch_fits(config.batch_size, config.model, config.dataset_path)
     check_output_writable(config.output)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,22 +55,46 @@ def read_log_entries(log_path: str | Path) -> list[dict]:
     return entries
 
 
-def decode_value(hex_data: str) -> float:
-    """A response's first float32 (the predicted class); an empty response is -1."""
-    raw = bytes.fromhex(hex_data)
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def decode_value(hex_data: object, where: str = "response") -> float:
+    """A response's first float32 (the predicted class); an empty response is -1. ``data`` that
+    is not LoadGen's hex (another type, odd length, non-hex digits) is a one-line UserError."""
+    if not isinstance(hex_data, str):
+        raise UserError(f"{where}: data is {type(hex_data).__name__} {_short(hex_data)}, not a "
+                        "hex string; pass the mlperf_log_accuracy.json LoadGen wrote")
+    try:
+        raw = bytes.fromhex(hex_data)
+    except ValueError:
+        raise UserError(f"{where}: data {_short(hex_data)} is not hex bytes (odd length or "
+                        "non-hex digits); pass the mlperf_log_accuracy.json LoadGen wrote"
+                        ) from None
     return float(np.frombuffer(raw[:4], dtype=np.float32)[0]) if len(raw) >= 4 else -1.0
+
+
+def _index(entry: dict, where: str) -> int:
+    index = entry["qsl_idx"]
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise UserError(f"{where}: qsl_idx {_short(index)} is not a sample index (an integer "
+                        ">= 0); pass the mlperf_log_accuracy.json LoadGen wrote")
+    return index
 
 
 def decode_predictions(log_path: str | Path) -> tuple[dict[int, float], int]:
     """qsl_idx -> predicted class (float32), and how many duplicate entries were dropped."""
     predictions: dict[int, float] = {}
     duplicates = 0
-    for entry in read_log_entries(log_path):
-        index = int(entry["qsl_idx"])
+    for number, entry in enumerate(read_log_entries(log_path)):
+        where = f"{log_path}: entry {number}"
+        index = _index(entry, where)
+        value = decode_value(entry["data"], where)  # a malformed duplicate is still malformed
         if index in predictions:
             duplicates += 1
             continue
-        predictions[index] = decode_value(entry["data"])
+        predictions[index] = value
     return predictions, duplicates
 
 
@@ -77,9 +102,10 @@ def score(predictions: dict[int, float], labels: np.ndarray | list[int], duplica
           expected_count: int | None = None) -> AccuracyResult:
     """Compare each prediction with ``labels[qsl_idx]``; an index beyond the labels is wrong."""
     label_array = np.asarray(labels)
-    good = sum(
+    good = sum(  # a NaN or infinite class (a broken SUT's bytes) is simply wrong
         1 for index, predicted in predictions.items()
-        if 0 <= index < len(label_array) and int(predicted) == int(label_array[index])
+        if 0 <= index < len(label_array) and math.isfinite(predicted)
+        and int(predicted) == int(label_array[index])
     )
     missing = 0
     if expected_count is not None:

@@ -3,16 +3,27 @@
 Every number here is LoadGen's own (its percentiles are nearest-rank); nothing is recomputed from
 raw latencies. The only derived figure is MultiStream samples/s, which LoadGen does not print:
 queries run back to back there, so it is samples_per_query / mean query latency.
+
+A log LoadGen did not finish (a killed process, a full disk, a copy cut short) still parses; what
+it lacks is said (``detail_problems``, ``check_complete``) and such a run is marked INCOMPLETE,
+never shown as a plain row.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 PREFIX = ":::MLLOG"
+DETAIL_FILE = "mlperf_log_detail.txt"
+SUMMARY_FILE = "mlperf_log_summary.txt"
+ACCURACY_FILE = "mlperf_log_accuracy.json"
+# The validity shown for a run whose detail log LoadGen did not finish writing.
+INCOMPLETE = "INCOMPLETE (log truncated)"
 PERCENTILES = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
 
 # The official metric per scenario: (detail key, unit, human name).
@@ -21,6 +32,14 @@ OFFICIAL_METRIC = {
     "MultiStream": ("early_stopping_latency_ms", "ns", "99th percentile latency (early stopping)"),
     "Server": ("result_completed_samples_per_sec", "samples/s", "completed samples/s"),
     "Offline": ("result_samples_per_second", "samples/s", "samples/s"),
+}
+
+# Where samples/s comes from per scenario (MultiStream: derived from the mean query latency).
+SAMPLES_PER_SECOND_KEY = {
+    "SingleStream": "result_qps_with_loadgen_overhead",
+    "MultiStream": "result_mean_query_latency_ns",
+    "Server": "result_completed_samples_per_sec",
+    "Offline": "result_samples_per_second",
 }
 
 
@@ -37,33 +56,87 @@ class LogError(ValueError):
     """The detail log is missing or not LoadGen's."""
 
 
+def _entry(line: str) -> dict[str, Any] | None:
+    """One ``:::MLLOG`` line as JSON, or None where it is not (cut off, corrupted)."""
+    try:
+        entry = json.loads(line[len(PREFIX):])
+    except json.JSONDecodeError:
+        return None
+    return entry if isinstance(entry, dict) and isinstance(entry.get("key"), str) else None
+
+
 def read_detail(path: str | Path) -> dict[str, Any]:
-    """Key -> first value, plus ``_errors`` and ``_warnings`` lists (as LoadGen flagged them)."""
+    """Key -> first value, plus ``_errors`` and ``_warnings`` lists (as LoadGen flagged them),
+    ``_bad_lines`` (line numbers that are not LoadGen JSON) and ``_cut_off`` (the file ends
+    inside a line: LoadGen ends every line, so the log was truncated)."""
     file = Path(path)
     if not file.is_file():
-        raise LogError(f"{file}: no mlperf_log_detail.txt")
+        raise LogError(f"{file.parent}: no {file.name}")
+    text = file.read_text(errors="replace")
+    if not text.strip():
+        raise LogError(f"{file}: empty, LoadGen stopped before writing it")
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
-    for line in file.read_text(errors="replace").splitlines():
+    bad_lines: list[int] = []
+    lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 unescaped
+    for number, line in enumerate(lines, start=1):
         if not line.startswith(PREFIX):
             continue
-        try:
-            entry = json.loads(line[len(PREFIX):])
-        except json.JSONDecodeError:
+        entry = _entry(line)
+        if entry is None:
+            bad_lines.append(number)
             continue
-        key = entry.get("key")
-        meta = entry.get("metadata") or {}
+        key = entry["key"]
+        meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
         if meta.get("is_error"):
             errors.append(f"{key}: {entry.get('value')}")
         elif meta.get("is_warning"):
             warnings.append(f"{key}: {entry.get('value')}")
         values.setdefault(key, entry.get("value"))
     if "loadgen_version" not in values:
-        raise LogError(f"{file}: not a LoadGen detail log")
+        raise LogError(f"{file}: not a LoadGen detail log (no loadgen_version line)")
+    cut_off = lines[-1] != ""
     values["_errors"] = errors
     values["_warnings"] = warnings
+    values["_bad_lines"] = [n for n in bad_lines if not (cut_off and n == len(lines))]
+    values["_cut_off"] = cut_off
     return values
+
+
+def result_keys(scenario: str) -> list[str]:
+    """The result lines LoadGen writes at the end of a performance run of ``scenario``, that
+    the report needs."""
+    return ["result_validity", OFFICIAL_METRIC[scenario][0], SAMPLES_PER_SECOND_KEY[scenario],
+            "result_min_latency_ns", "result_mean_latency_ns", "result_max_latency_ns",
+            *[f"result_{p}_percentile_latency_ns" for p in PERCENTILES]]
+
+
+def detail_problems(detail: dict[str, Any]) -> list[str]:
+    """What a parsed detail log lacks for its mode, each as a short phrase; [] for a log
+    LoadGen finished. AccuracyOnly logs have no result lines: their last line is power_end."""
+    problems = []
+    if detail.get("_cut_off"):
+        problems.append("its last line is cut off")
+    bad = detail.get("_bad_lines") or []
+    if bad:
+        problems.append(f"{len(bad)} line(s) are not LoadGen JSON (first: line {bad[0]})")
+    scenario = detail.get("effective_scenario")
+    mode = detail.get("effective_test_mode")
+    if scenario is None or mode is None:
+        return problems + ["it stops before LoadGen's test settings (no effective_scenario)"]
+    if mode == "AccuracyOnly":
+        if "power_end" not in detail:
+            problems.append("it stops before the end of the test (no power_end line)")
+        return problems
+    if scenario not in OFFICIAL_METRIC:
+        return problems + [f"unknown scenario {scenario!r}"]
+    missing = [key for key in result_keys(scenario) if key not in detail]
+    if "result_validity" in missing:
+        problems.append("it stops before LoadGen's results (no result_validity line)")
+    elif missing:
+        problems.append(f"it lacks {', '.join(missing)}")
+    return problems
 
 
 @dataclass
@@ -87,6 +160,7 @@ class RunSummary:
     unmet_checks: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     loadgen_version: str | None = None
+    incomplete: str = ""  # why the log is not whole ("" when LoadGen finished it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,10 +185,11 @@ def summarize(detail: dict[str, Any]) -> RunSummary:
     metric = detail.get(key)
     samples_per_second = _samples_per_second(scenario, detail)
     runtime_errors = [e for e in detail.get("_errors", []) if not e.startswith("warning")]
+    problems = detail_problems(detail)
     return RunSummary(
         scenario=scenario,
         mode=mode,
-        validity=str(detail.get("result_validity", "UNKNOWN")),
+        validity=INCOMPLETE if problems else str(detail.get("result_validity", "UNKNOWN")),
         metric_name=name,
         metric_key=key,
         metric_value=float(metric) if metric is not None else None,
@@ -133,24 +208,148 @@ def summarize(detail: dict[str, Any]) -> RunSummary:
         unmet_checks=[name for key, name in VALIDITY_CHECKS.items() if detail.get(key) is False],
         errors=runtime_errors,
         loadgen_version=detail.get("loadgen_version"),
+        incomplete="; ".join(problems),
     )
 
 
+def unreadable_summary(reason: str) -> RunSummary:
+    """The row of a detail log that does not even parse (empty, cut before its first line)."""
+    return RunSummary(scenario="", mode="", validity=INCOMPLETE, metric_name="", metric_key="",
+                      metric_value=None, metric_unit="", min_latency_ns=None,
+                      mean_latency_ns=None, max_latency_ns=None, incomplete=reason)
+
+
 def _samples_per_second(scenario: str, detail: dict[str, Any]) -> float | None:
-    if scenario == "Offline":
-        value = detail.get("result_samples_per_second")
-    elif scenario == "Server":
-        value = detail.get("result_completed_samples_per_sec")
-    elif scenario == "SingleStream":
-        value = detail.get("result_qps_with_loadgen_overhead")
-    elif scenario == "MultiStream":
-        mean = detail.get("result_mean_query_latency_ns")
+    value = detail.get(SAMPLES_PER_SECOND_KEY.get(scenario, ""))
+    if scenario == "MultiStream":
         per_query = detail.get("effective_samples_per_query") or 8
-        value = per_query * 1e9 / mean if mean else None
-    else:
-        value = None
+        value = per_query * 1e9 / value if value else None
     return float(value) if value is not None else None
 
 
 def summarize_file(path: str | Path) -> RunSummary:
     return summarize(read_detail(path))
+
+
+# The last line LoadGen writes to the summary, in every mode: a summary without it was cut.
+_SUMMARY_END = re.compile(r"^(No errors encountered during test\.|\d+ ERRORS? encountered\. "
+                          r"See detailed log\.)$")
+_SUMMARY_FIELD = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
+# The headline of the summary's results section -> the detail key holding the same number.
+_HEADLINES = {
+    "Samples per second": "result_samples_per_second",
+    "Completed samples per second": "result_completed_samples_per_sec",
+    "Scheduled samples per second": "result_scheduled_samples_per_sec",
+}
+_PERCENTILE_HEADLINE = re.compile(r"^([\d.]+)th percentile latency \(ns\)$")
+
+
+def check_complete(run_folder: str | Path) -> list[str]:
+    """Why a LoadGen run's logs are not whole and consistent, one line each; [] when they are.
+
+    A killed process, a full disk or a copy cut short leaves logs that still parse: the detail
+    log must hold what its mode ends with (``detail_problems``), the summary must be there, end
+    with LoadGen's closing line and agree with the detail log on scenario, mode, result and
+    headline metric, and the accuracy log must be a closed JSON list."""
+    path = Path(run_folder) / DETAIL_FILE
+    if not path.is_file():
+        return [f"{DETAIL_FILE}: missing"]
+    try:
+        detail = read_detail(path)
+    except LogError as exc:
+        return [f"{DETAIL_FILE}: {str(exc).removeprefix(f'{path}: ')}"]
+    folder = path.parent
+    problems = [f"{DETAIL_FILE}: {p}" for p in detail_problems(detail)]
+    problems += [f"{SUMMARY_FILE}: {p}" for p in _summary_problems(folder / SUMMARY_FILE, detail)]
+    problems += [f"{ACCURACY_FILE}: {p}" for p in _accuracy_log_problems(folder / ACCURACY_FILE)]
+    return problems
+
+
+def _summary_fields(lines: list[str]) -> dict[str, str]:
+    """``label : value`` of the summary's results section (before "Additional Stats")."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        if line.strip() == "Additional Stats":
+            break
+        match = _SUMMARY_FIELD.match(line)
+        if match:
+            fields.setdefault(match[1], match[2])
+    return fields
+
+
+def _summary_problems(path: Path, detail: dict[str, Any]) -> list[str]:
+    if not path.is_file():
+        return ["missing"]
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    if not text.endswith("\n") or not lines or not _SUMMARY_END.match(lines[-1].strip()):
+        return ["cut off (no closing 'errors encountered' line)"]
+    if detail.get("effective_test_mode") == "AccuracyOnly":
+        return []  # LoadGen writes no results section for an accuracy run
+    fields = _summary_fields(lines)
+    problems = [f"says {label} {fields.get(label)!r} but the detail log {detail.get(key)!r}"
+                for label, key in (("Scenario", "effective_scenario"),
+                                   ("Mode", "effective_test_mode"))
+                if fields.get(label) != detail.get(key)]
+    said, logged = fields.get("Result is"), detail.get("result_validity")
+    if said is None:
+        problems.append("has no 'Result is' line")
+    elif logged is not None and said != logged and not _min_queries_skipped(fields, detail):
+        problems.append(f"says Result is {said} but the detail log {logged}")
+    return problems + _headline_problems(fields, detail)
+
+
+def _min_queries_skipped(fields: dict[str, str], detail: dict[str, Any]) -> bool:
+    """LoadGen builds that do not enforce max duration print VALID in the summary and skip the
+    min-queries check there, while the detail log still counts it."""
+    unmet = [name for key, name in VALIDITY_CHECKS.items() if detail.get(key) is False]
+    return (fields.get("Min queries satisfied") == "Skipped" and fields.get("Result is") ==
+            "VALID" and unmet == [VALIDITY_CHECKS["result_min_queries_met"]])
+
+
+def _headline_key(label: str, scenario: str) -> str | None:
+    if label in _HEADLINES:
+        return _HEADLINES[label]
+    match = _PERCENTILE_HEADLINE.match(label)
+    if not match:
+        return None
+    kind = "per_query_latency_ns" if scenario == "MultiStream" else "latency_ns"
+    return f"result_{float(match[1]):.2f}_percentile_{kind}"
+
+
+def _headline_problems(fields: dict[str, str], detail: dict[str, Any]) -> list[str]:
+    """The summary's headline number must be the detail log's (both print ~6 digits)."""
+    scenario = str(detail.get("effective_scenario"))
+    found = [(label, key) for label in fields
+             if (key := _headline_key(label, scenario)) is not None]
+    if not found:
+        return [f"has no result line for {scenario}"]
+    if "result_validity" not in detail:
+        return []  # a detail log cut before its results is named by detail_problems
+    problems = []
+    for label, key in found:
+        try:
+            said = float(fields[label])
+        except ValueError:
+            problems.append(f"{label} is {fields[label]!r}, not a number")
+            continue
+        logged = detail.get(key)
+        if not isinstance(logged, int | float) or not math.isclose(
+                said, logged, rel_tol=1e-5, abs_tol=0.01):
+            problems.append(f"says {label} {fields[label]} but the detail log {key} {logged}")
+    return problems
+
+
+def _accuracy_log_problems(path: Path) -> list[str]:
+    """LoadGen writes the accuracy log in every mode (``[`` ... ``]``, empty in performance
+    runs); only its two ends are read, so a 50,000-sample log costs nothing."""
+    if not path.is_file():
+        return ["missing"]
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        head = handle.read(64)
+        handle.seek(max(size - 64, 0))
+        tail = handle.read()
+    if not head.lstrip().startswith(b"[") or not tail.rstrip().endswith(b"]"):
+        return ["cut off (not a closed JSON list)"]
+    return []

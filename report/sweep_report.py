@@ -12,13 +12,14 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quantmark.hashing import atomic_write_bytes, atomic_write_text
 from report import training
-from report.characterize import Config, Study, batch_scan, load
+from report.characterize import Config, Run, Study, batch_scan, load
 from report.figures import Figure, all_figures
 from report.loadgen_log import PERCENTILES
-from report.tables import csv_text, html_table, markdown_table, number
+from report.tables import csv_text, html_table, markdown_table, number, ordered
 
 
 @dataclass
@@ -73,10 +74,15 @@ COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
     ("fingerprint", lambda c: c.derived["fingerprint"]),
 ]
 
+def _label(percentile: str) -> str:
+    """``99.90`` -> ``p99.9``."""
+    return f"p{percentile.rstrip('0').rstrip('.')}"
+
+
 CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
               "run_kind", "validity", "metric_name", "metric_unit", "metric_mean", "metric_std",
               "metric_min", "metric_max", "samples_per_s_mean", "samples_per_s_std",
-              *[f"p{p.rstrip('0').rstrip('.')}_ms_mean" for p in PERCENTILES],
+              *[f"{_label(p)}_ms_mean" for p in PERCENTILES],
               "speedup_vs_fp32", "speedup_vs_best_fp32", "best_fp32", "top1",
               "top1_change_vs_fp32_pts", "agreement_with_fp32_pct", "weights", "model_size_mb",
               "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
@@ -86,40 +92,58 @@ CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "b
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "min_latency_ns",
                "mean_latency_ns", "max_latency_ns",
-               *[f"p{p.rstrip('0').rstrip('.')}_latency_ns" for p in PERCENTILES], "path"]
+               *[f"{_label(p)}_latency_ns" for p in PERCENTILES], "path"]
+
+
+def _config_record(c: Config) -> dict[str, Any]:
+    """One configuration's report.csv cells by column name (``CSV_HEADER``)."""
+    d = c.derived
+    return {
+        "system": c.system, "model": c.model, "sut": c.sut, "framework": c.family,
+        "precision": c.variant, "scenario": c.scenario, "batch_size": c.batch_size, "n": d["n"],
+        "run_kind": d["run_kind"], "validity": d["validity"], "metric_name": d["metric_name"],
+        "metric_unit": d["metric_unit"], "metric_mean": d["metric"], "metric_std": d["metric_std"],
+        "metric_min": d["metric_min"], "metric_max": d["metric_max"],
+        "samples_per_s_mean": d["samples_per_s"], "samples_per_s_std": d["samples_per_s_std"],
+        **{f"{_label(p)}_ms_mean": None if d["percentiles_ns"].get(p) is None
+           else d["percentiles_ns"][p] / 1e6 for p in PERCENTILES},
+        "speedup_vs_fp32": d["speedup_vs_fp32"], "speedup_vs_best_fp32": d["speedup_vs_best_fp32"],
+        "best_fp32": d["best_fp32"], "top1": d["top1"],
+        "top1_change_vs_fp32_pts": d["top1_change_vs_fp32"],
+        "agreement_with_fp32_pct": d["agreement_with_fp32"], "weights": d["weights"],
+        "model_size_mb": d["model_size_mb"], "conversion_s": d["conversion_s"],
+        "conversion_steps": "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()),
+        "prepare_s": d["prepare_s"], "load_s": d["load_s"], "warmup_s": d["warmup_s"],
+        "peak_rss_mb": d["peak_rss_mb"], "gpu_memory_mb": d["gpu_memory_mb"],
+        "energy_j_per_sample_informative": d["energy_j_per_sample"],
+        "power_w_informative": d["power_w"], "executed_precision": d["executed_precision"],
+        "fingerprint": d["fingerprint"], "workers": d["workers"], "throttled": d["throttled"],
+        "throttling_reasons": "; ".join(d["throttling_reasons"]),
+    }
 
 
 def report_csv(study: Study) -> str:
-    rows = []
-    for c in study.configs:
-        d = c.derived
-        ms = [d["percentiles_ns"].get(p) for p in PERCENTILES]
-        rows.append([
-            c.system, c.model, c.sut, c.family, c.variant, c.scenario, c.batch_size, d["n"],
-            d["run_kind"], d["validity"], d["metric_name"], d["metric_unit"], d["metric"],
-            d["metric_std"], d["metric_min"], d["metric_max"], d["samples_per_s"],
-            d["samples_per_s_std"], *[None if v is None else v / 1e6 for v in ms],
-            d["speedup_vs_fp32"], d["speedup_vs_best_fp32"], d["best_fp32"], d["top1"],
-            d["top1_change_vs_fp32"], d["agreement_with_fp32"], d["weights"],
-            d["model_size_mb"], d["conversion_s"],
-            "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()), d["prepare_s"],
-            d["load_s"], d["warmup_s"], d["peak_rss_mb"], d["gpu_memory_mb"],
-            d["energy_j_per_sample"], d["power_w"], d["executed_precision"], d["fingerprint"],
-            d["workers"], d["throttled"], "; ".join(d["throttling_reasons"])])
-    return csv_text(CSV_HEADER, rows)
+    return csv_text(CSV_HEADER, [ordered(CSV_HEADER, _config_record(c)) for c in study.configs])
+
+
+def _run_record(c: Config, run: Run) -> dict[str, Any]:
+    """One LoadGen run's runs.csv cells by column name (``RUNS_HEADER``), as LoadGen logged."""
+    s = run.summary
+    return {
+        "system": c.system, "model": c.model, "sut": c.sut, "scenario": c.scenario,
+        "batch_size": c.batch_size, "repeat": run.tracked.get("repeat", 1),
+        "validity": s.validity, "metric_name": s.metric_name, "metric_value": s.metric_value,
+        "metric_unit": s.metric_unit, "samples_per_s": s.samples_per_second,
+        "min_latency_ns": s.min_latency_ns, "mean_latency_ns": s.mean_latency_ns,
+        "max_latency_ns": s.max_latency_ns,
+        **{f"{_label(p)}_latency_ns": s.percentiles_ns.get(p) for p in PERCENTILES},
+        "path": str(run.folder),
+    }
 
 
 def runs_csv(study: Study) -> str:
-    rows = []
-    for c in study.configs:
-        for run in c.runs:
-            s = run.summary
-            rows.append([c.system, c.model, c.sut, c.scenario, c.batch_size,
-                         run.tracked.get("repeat", 1), s.validity, s.metric_name,
-                         s.metric_value, s.metric_unit, s.samples_per_second, s.min_latency_ns,
-                         s.mean_latency_ns, s.max_latency_ns,
-                         *[s.percentiles_ns.get(p) for p in PERCENTILES], str(run.folder)])
-    return csv_text(RUNS_HEADER, rows)
+    return csv_text(RUNS_HEADER, [ordered(RUNS_HEADER, _run_record(c, run))
+                                  for c in study.configs for run in c.runs])
 
 
 def _sections(study: Study) -> list[tuple[str, list[Config]]]:
@@ -168,8 +192,10 @@ def _throttled(study: Study) -> list[str]:
 
 
 def _explained_rows(study: Study) -> list[list[str]]:
-    return [[e.system, e.model, e.sut, e.scenario if e.mode != "accuracy" else "accuracy",
-             str(e.batch_size), e.status, e.message] for e in study.explained]
+    return [ordered(EXPLAINED_HEADER, {
+        "system": e.system, "model": e.model, "SUT": e.sut,
+        "run": e.scenario if e.mode != "accuracy" else "accuracy", "batch": str(e.batch_size),
+        "status": e.status, "why": e.message}) for e in study.explained]
 
 
 EXPLAINED_HEADER = ["system", "model", "SUT", "run", "batch", "status", "why"]
@@ -178,18 +204,23 @@ SCAN_HEADER = ["system", "model", "SUT", "Offline batch sizes", "best batch", "b
 
 
 def _scan_rows(study: Study) -> list[list[str]]:
-    return [[r["system"], r["model"], r["sut"], ",".join(map(str, r["batch_sizes"])) or "-",
-             str(r["best_batch"] or "-"), number(r["best_samples_per_s"], 1),
-             number(r["single_stream_ms"], 3)] for r in batch_scan(study)]
+    return [ordered(SCAN_HEADER, {
+        "system": r["system"], "model": r["model"], "SUT": r["sut"],
+        "Offline batch sizes": ",".join(map(str, r["batch_sizes"])) or "-",
+        "best batch": str(r["best_batch"] or "-"),
+        "best samples/s": number(r["best_samples_per_s"], 1),
+        "SingleStream ms (batch 1)": number(r["single_stream_ms"], 3)})
+        for r in batch_scan(study)]
 
 
 def _machine_rows(study: Study) -> list[list[str]]:
     rows = []
     for host, m in study.machines.items():
         software = ", ".join(f"{k} {v}" for k, v in (m.get("software") or {}).items() if v)
-        rows.append([host, str(m.get("cpu_model", "")), str(m.get("arch", "")),
-                     str(m.get("usable_cpus", "")), " ".join(m.get("cpu_flags") or []),
-                     software])
+        rows.append(ordered(MACHINE_HEADER, {
+            "system": host, "CPU": str(m.get("cpu_model", "")), "arch": str(m.get("arch", "")),
+            "usable CPUs": str(m.get("usable_cpus", "")),
+            "ISA features": " ".join(m.get("cpu_flags") or []), "software": software}))
     return rows
 
 

@@ -1,7 +1,10 @@
 """The percentile table of every run under a folder, as rows, CSV and Markdown.
 
 Rows come from LoadGen's detail logs (``report.loadgen_log``); ``results.json`` beside a log
-adds what LoadGen does not know (SUT, model, quick or official, accuracy).
+adds what LoadGen does not know (SUT, model, quick or official, accuracy). Every output form
+(console, CSV, Markdown) takes its cells by column name from one record per run
+(``row_record``), so no form can drift a column off its header. A log LoadGen did not finish is
+a marked row (validity INCOMPLETE) with a warning, never a plain one.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.hashing import atomic_write_text
-from report.loadgen_log import PERCENTILES, LogError, RunSummary, summarize_file
+from report.loadgen_log import (
+    PERCENTILES,
+    LogError,
+    RunSummary,
+    summarize_file,
+    unreadable_summary,
+)
+from report.tables import markdown_table, ordered
 
 
 @dataclass
@@ -45,7 +55,8 @@ class Row:
 
 
 def find_runs(root: str | Path) -> list[Row]:
-    """Every ``mlperf_log_detail.txt`` under ``root`` (hidden temp folders skipped)."""
+    """Every ``mlperf_log_detail.txt`` under ``root`` (hidden temp folders skipped); one that
+    LoadGen did not finish, or that does not parse at all, is a row marked INCOMPLETE."""
     base = Path(root)
     rows: list[Row] = []
     for detail in sorted(base.rglob("mlperf_log_detail.txt")):
@@ -53,10 +64,17 @@ def find_runs(root: str | Path) -> list[Row]:
             continue
         try:
             summary = summarize_file(detail)
-        except LogError:
-            continue
+        except LogError as exc:  # empty or cut before its first line: shown, and marked
+            summary = unreadable_summary(str(exc).removeprefix(f"{detail}: "))
         rows.append(_row(detail.parent, summary))
     return rows
+
+
+def _mode(loadgen_mode: str) -> str:
+    """LoadGen's test mode as the report names it; "" where the log does not say."""
+    if not loadgen_mode:
+        return ""
+    return "accuracy" if "Accuracy" in loadgen_mode else "performance"
 
 
 def _row(folder: Path, summary: RunSummary) -> Row:
@@ -77,10 +95,10 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         system=results.get("system_id", ""),
         sut=config.get("sut", ""),
         model=config.get("model", ""),
-        scenario=summary.scenario,
+        # a log cut before its settings lacks the scenario: the runner's record names the run
+        scenario=summary.scenario or str(config.get("scenario", "")),
         # a compliance test shows as TEST01/TEST04, not as another performance run
-        mode=config.get("audit") or config.get(
-            "mode", "accuracy" if "Accuracy" in summary.mode else "performance"),
+        mode=config.get("audit") or config.get("mode") or _mode(summary.mode),
         # a SUT failure's logs are kept in run_1.failed: shown, and marked
         run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
         summary=summary,
@@ -92,10 +110,24 @@ def _row(folder: Path, summary: RunSummary) -> Row:
     )
 
 
+def _label(percentile: str) -> str:
+    """``99.90`` -> ``p99.9``."""
+    return f"p{percentile.rstrip('0').rstrip('.')}"
+
+
 HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
           "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "min_ms",
-          "mean_ms", "max_ms", *[f"p{p.rstrip('0').rstrip('.')}_ms" for p in PERCENTILES],
+          "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
           "accuracy_top1", "calibration_hash", "path", "throttled"]
+
+# The console table: (column label, field of row_record or "metric_text"); "-" for blanks.
+CONSOLE_COLUMNS: list[tuple[str, str]] = [
+    ("sut", "sut"), ("executed", "executed_precision"), ("model", "model"),
+    ("scenario", "scenario"), ("mode", "mode"), ("run", "run"), ("validity", "validity"),
+    ("metric", "metric_text"), ("samples/s", "samples_per_s"),
+    *[(_label(p), f"{_label(p)}_ms") for p in PERCENTILES],
+    ("top-1", "accuracy_top1"), ("throttled", "throttled"),
+]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -106,18 +138,41 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value / 1e6:.3f}"
 
 
-def row_values(row: Row, root: Path) -> list[str]:
+def row_record(row: Row, root: Path) -> dict[str, str]:
+    """One run's cells by column name (the names of ``HEADER``)."""
     s = row.summary
-    return [
-        row.system, row.sut, row.executed_precision, row.model, row.scenario, row.mode,
-        row.run_kind, s.validity,
-        s.metric_name, "" if s.metric_value is None else f"{s.metric_value:.6g}", s.metric_unit,
-        "" if s.samples_per_second is None else f"{s.samples_per_second:.2f}",
-        _ms(s.min_latency_ns), _ms(s.mean_latency_ns), _ms(s.max_latency_ns),
-        *[_ms(s.percentiles_ns.get(p)) for p in PERCENTILES],
-        "" if row.accuracy is None else f"{row.accuracy:.3f}", row.calibration_hash,
-        _relative(row.path, root), row.throttled,
-    ]
+    return {
+        "system": row.system, "sut": row.sut, "executed_precision": row.executed_precision,
+        "model": row.model, "scenario": row.scenario, "mode": row.mode, "run": row.run_kind,
+        "validity": s.validity, "metric": s.metric_name,
+        "metric_value": "" if s.metric_value is None else f"{s.metric_value:.6g}",
+        "metric_unit": s.metric_unit,
+        "samples_per_s": "" if s.samples_per_second is None else f"{s.samples_per_second:.2f}",
+        "min_ms": _ms(s.min_latency_ns), "mean_ms": _ms(s.mean_latency_ns),
+        "max_ms": _ms(s.max_latency_ns),
+        **{f"{_label(p)}_ms": _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
+        "accuracy_top1": "" if row.accuracy is None else f"{row.accuracy:.3f}",
+        "calibration_hash": row.calibration_hash, "path": _relative(row.path, root),
+        "throttled": row.throttled,
+    }
+
+
+def row_values(row: Row, root: Path) -> list[str]:
+    """The cells in ``HEADER`` order (CSV, Markdown)."""
+    return ordered(HEADER, row_record(row, root))
+
+
+def console_cells(row: Row, root: Path) -> list[str]:
+    """The cells in ``CONSOLE_COLUMNS`` order, "-" where a value is blank."""
+    record = {**row_record(row, root), "metric_text": row.metric_text()}
+    return [record[field] or "-" for _, field in CONSOLE_COLUMNS]
+
+
+def incomplete_warnings(rows: list[Row], root: Path) -> list[str]:
+    """One line per run whose logs LoadGen did not finish: where, and what is missing."""
+    return [f"{_relative(row.path, root)}: LoadGen's log is incomplete: "
+            f"{row.summary.incomplete}. Its numbers are partial or missing; run it again."
+            for row in rows if row.summary.incomplete]
 
 
 def to_csv(rows: list[Row], root: Path) -> str:
@@ -130,11 +185,13 @@ def to_csv(rows: list[Row], root: Path) -> str:
 
 
 def to_markdown(rows: list[Row], root: Path) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in rows:
-        lines.append("| " + " | ".join(v or "-" for v in row_values(row, root)) + " |")
+    lines = markdown_table(HEADER, [[v or "-" for v in row_values(row, root)] for row in rows])
     note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. Runs marked `quick` "
             "are development runs, not valid for submission.\n")
+    broken = incomplete_warnings(rows, root)
+    if broken:
+        note += ("\n**Warning: some runs' LoadGen logs are incomplete (truncated); they are "
+                 "marked INCOMPLETE:**\n\n" + "".join(f"- {line}\n" for line in broken))
     hot = [row for row in rows if row.throttled == "yes"]
     if hot:
         note += ("\n**Warning: the board throttled during these runs; their numbers are not its "

@@ -22,6 +22,17 @@ def _raw(value: Any) -> str:
     return str(value)
 
 
+def ordered(header: list[str], record: dict[str, Any]) -> list[Any]:
+    """``record``'s values in ``header`` order. Tables are built from named fields: a name
+    missing or extra is a bug caught here, not a column silently shifted under its header."""
+    missing = [name for name in header if name not in record]
+    extra = [name for name in record if name not in header]
+    if missing or extra:
+        raise ValueError(f"table record does not match its header: missing {missing}, "
+                         f"extra {extra}")
+    return [record[name] for name in header]
+
+
 def csv_text(header: list[str], rows: list[list[Any]]) -> str:
     """A CSV of ``rows`` under ``header``, every value at full precision (``_raw``)."""
     buffer = io.StringIO()

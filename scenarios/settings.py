@@ -52,11 +52,18 @@ class Measurement:
     batch_latency_s: float  # median latency of one batch of ``batch_size``
     batch_size: int
     query_path_s: float = 0.0  # median single-sample query through the real worker path
+    # samples/s through the real Offline path (every worker busy); 0 when not measured
+    path_throughput: float = 0.0
 
     @property
     def throughput(self) -> float:
         """Samples per second at the run's batch size (one worker)."""
         return self.batch_size / self.batch_latency_s
+
+    def offline_rate(self, workers: int) -> float:
+        """What an Offline run sustains: the real path's rate where measured (the harness can
+        cost more than a fast model's predict), else ``predict`` alone times the workers."""
+        return self.path_throughput or self.throughput * workers
 
     @property
     def server_capacity(self) -> float:
@@ -179,7 +186,7 @@ def _apply_measurement(plan, measurement, set_value, user_set, settings, built) 
     elif scenario == "Offline":
         margin = OFFLINE_QPS_MARGIN if plan.quick else OFFICIAL_OFFLINE_QPS_MARGIN
         set_value("target_qps", "offline_expected_qps",
-                  measurement.throughput * plan.workers * margin, cast=float)
+                  measurement.offline_rate(plan.workers) * margin, cast=float)
     elif scenario == "Server":
         capacity = measurement.server_capacity * plan.workers
         set_value("target_qps", "server_target_qps", capacity * SERVER_LOAD_FRACTION, cast=float)

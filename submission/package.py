@@ -19,6 +19,7 @@ temporary folder and moved into place whole.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 
 from quantmark.errors import UserError
 from quantmark.hashing import atomic_write_json, atomic_write_text
+from quantmark.paths import require_component, require_path
 from submission.rules import AUDIT_TESTS, ScenarioRuns, find_scenarios, scenario_problems
 from submission.system import build_system_json, missing_user_fields, write_system_json
 
@@ -200,14 +202,21 @@ def package(results_root: str | Path, *, submitter: str, division: str, output: 
     root, out = Path(results_root), Path(output)
     if division not in ("open", "closed"):
         raise UserError(f"division {division!r} is not valid; use open or closed")
-    if not root.is_dir():
-        raise UserError(f"results folder {root} does not exist; pass the --output of your runs")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"output {out} already exists and is not empty; choose a new folder")
+    require_component(submitter, "--submitter")  # <output>/<division>/<submitter>/
+    require_path(root, "results folder", "pass the --output of your runs", want="folder")
+    if os.path.lexists(out):
+        require_path(out, "--output", "pass a new folder for the submission tree",
+                     want="folder")
+        if any(out.iterdir()):
+            raise UserError(f"output {out} already exists and is not empty; choose a new folder")
     scenarios = find_scenarios(root)
     if not scenarios:
         raise UserError(f"no performance runs under {root}; run python run.py --official "
                         "--all-tests ... --output DIR first")
+    for runs in scenarios:  # each becomes a folder of the tree
+        require_component(runs.system, f"system name (a folder of {root})")
+        require_component(runs.model, f"model name (a folder of {root}/{runs.system!r})")
+        require_component(runs.scenario, f"scenario (a folder of {root}/{runs.system!r})")
     problems = [p for runs in scenarios
                 for p in scenario_problems(runs, division, require_official)]
     if problems:

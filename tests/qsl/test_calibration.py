@@ -69,3 +69,23 @@ def test_user_list_errors(tiny_folder: Path, tmp_path: Path) -> None:
     assert "evaluation" in str(exc.value) and f"{listing}:1" in str(exc.value)
     with pytest.raises(UserError):
         calibration_for(ds, list_file=tmp_path / "nope.txt")
+
+
+def test_a_calibration_image_edited_in_place_is_other_calibration_data(
+        tmp_path: Path, quantmark_cache) -> None:
+    """Same name, same size, other pixels (BMPs: uncompressed, so the size is the same): the
+    set's hash, which INT8 artifacts are keyed on, and its arrays must change."""
+    root = tmp_path / "bmp"
+    for i in range(8):
+        write_image(root / f"img_{i}.bmp", 64, 48, seed=i)
+    (root / "val_map.txt").write_text("".join(f"img_{i}.bmp {i}\n" for i in range(8)))
+    cal = calibration_for(ImageFolderDataset(root), count=4, seed=1)
+    before_hash, before = cal.hash(), cal.arrays().copy()
+    image = root / cal.items[0]
+    size = image.stat().st_size
+    write_image(image, 64, 48, seed=99)
+    assert image.stat().st_size == size
+    again = calibration_for(ImageFolderDataset(root), count=4, seed=1)
+    assert again.items == cal.items
+    assert again.hash() != before_hash
+    assert not np.array_equal(again.arrays()[0], before[0])

@@ -246,13 +246,18 @@ def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tm
                        model_path=str(tiny), user_conf=str(short_conf), output=str(tmp_path),
                        batch_size=8)
     (tmp_path / "config.json").write_text(config.to_json())
-    # predict starts failing once LoadGen runs (after the warm-up measurement)
+    # predict starts failing once LoadGen runs (after the warm-up measurement, which also
+    # goes through the worker path)
     proc = run_python(f"""
         import sys
         import sut.base
         def broken(self, batch, count):
             raise RuntimeError("injected predict failure")
-        sut.base.LoadGenSUT._classify = broken
+        start = sut.base.LoadGenSUT.start
+        def start_broken(self):
+            sut.base.LoadGenSUT._classify = broken
+            return start(self)
+        sut.base.LoadGenSUT.start = start_broken
         from quantmark.runner import main
         sys.exit(main([{str(tmp_path / 'config.json')!r}, {str(tmp_path / 'status.json')!r}]))
     """, timeout=300)

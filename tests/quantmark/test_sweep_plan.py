@@ -71,9 +71,106 @@ def test_bad_sweep_files(tmp_path):
     broken.write_text("models = [\n")
     with pytest.raises(UserError, match="is not valid"):
         load_sweep_file(str(broken))
+    broken.write_text('models = ["resnet50"]\nofficial = fals\n')
+    with pytest.raises(UserError, match=r"b.toml:2 is not valid TOML \(Invalid value at column "
+                                        r"12\); fix that line"):
+        load_sweep_file(str(broken))
     other = tmp_path / "c.json"
     other.write_text("{}")
     with pytest.raises(UserError, match="name it .toml, .yaml or .yml"):
         load_sweep_file(str(other))
     with pytest.raises(UserError, match="does not exist"):
         load_sweep_file(str(tmp_path / "missing.toml"))
+
+
+def test_sweep_file_keys_are_the_spec_fields():
+    from dataclasses import fields
+
+    from quantmark.sweep_plan import KEY_TYPES, SweepSpec
+
+    assert set(KEY_TYPES) == {f.name for f in fields(SweepSpec)}
+
+
+@pytest.mark.parametrize("line, key", [
+    ('official = "false"', "official"),
+    ('accuracy = "no"', "accuracy"),
+    ('repeats = "3"', "repeats"),
+    ("repeats = true", "repeats"),
+    ("seconds = false", "seconds"),
+    ('"batch-sizes" = [1, "8"]', "batch_sizes"),
+    ("batch_sizes = 2.5", "batch_sizes"),
+    ("scenarios = [1, 2]", "scenarios"),
+    ("threads = 1.5", "threads"),
+    ("dataset-path = 7", "dataset_path"),
+    ("[output]\nfolder = 'x'", "output"),
+])
+def test_toml_values_of_the_wrong_type_name_key_and_line(tmp_path, line, key):
+    """A string is not a boolean: official = "false" once ran official runs."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'# my sweep\nmodels = ["resnet50"]\nsuts = "ort-fp32"\n{line}\n')
+    with pytest.raises(UserError) as info:
+        load_sweep_file(str(path))
+    message = str(info.value)
+    assert f"{path}:4: {key} " in message and f"{key} must be" in message, message
+    assert "\n" not in message
+
+
+def test_official_string_says_how_to_write_it(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text('models = "resnet50"\nsuts = "ort-fp32"\n  official   = "false"\n')
+    with pytest.raises(UserError, match=r":3: official = 'false' is a string; official must "
+                                        r"be true or false \(write true or false without "
+                                        r"quotes\)"):
+        load_sweep_file(str(path))
+    with pytest.raises(UserError, match="official = 'false': must be true or false"):
+        build_spec({"models": "resnet50", "suts": "ort-fp32", "official": "false"})
+
+
+def test_yaml_values_of_the_wrong_type_name_key_and_line(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("models: [resnet50]\nsuts: ort-fp32\n\nofficial: 'false'\n")
+    with pytest.raises(UserError, match=rf"{path}:4: official = 'false' is a string"):
+        load_sweep_file(str(path))
+    path.write_text("models: [resnet50]\nsuts: ort-fp32\nofficial: false\nrepeats: 2\n"
+                    "batch-sizes: 4\nseconds: 2\n")
+    spec = build_spec(load_sweep_file(str(path)))
+    assert (spec.official, spec.repeats, spec.batch_sizes, spec.seconds) == (False, 2, [4], 2.0)
+
+
+@pytest.mark.parametrize("text, line", [
+    ("models: [resnet50\nsuts: ort-fp32\n", 2),
+    ("models: resnet50\n  suts: ort-fp32\n", 2),
+    ("models: resnet50\nsuts: ort-fp32\nscenarios: [Offline]]\n", 3),
+])
+def test_broken_yaml_names_its_line(tmp_path, text, line):
+    path = tmp_path / "sweep.yml"
+    path.write_text(text)
+    with pytest.raises(UserError) as info:
+        load_sweep_file(str(path))
+    assert f"sweep file {path}:{line} is not valid YAML" in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_sweep_file_through_run_py(tmp_path):
+    from tests.conftest import run_cli
+
+    toml = tmp_path / "sweep.toml"
+    toml.write_text('models = ["resnet50"]\nsuts = ["ort-fp32"]\nofficial = "false"\n')
+    yaml = tmp_path / "sweep.yaml"
+    yaml.write_text("models: [resnet50]\nsuts: [ort-fp32\n")
+    for path, needle in ((toml, f"{toml}:3: official = 'false'"), (yaml, f"{yaml}:")):
+        proc = run_cli("sweep", str(path), "--output", str(tmp_path / "out"))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_single_stream_cells_run_batch_one_only_without_extra_cells():
+    spec = build_spec({"models": "resnet50", "suts": "ort-fp32", "scenarios": "SingleStream",
+                       "batch_sizes": "1,8,32", "accuracy": False})
+    assert [(c.scenario, c.batch_size) for c in cells(spec)] == [("SingleStream", 1)]
+
+
+def test_batch_sizes_checked_against_samples_before_any_cell():
+    with pytest.raises(UserError, match="--batch-sizes 100000 is more than the 1536 images"):
+        build_spec({"models": "resnet50", "suts": "ort-fp32", "batch_sizes": "8,100000"})

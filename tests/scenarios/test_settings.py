@@ -104,3 +104,15 @@ def test_server_capacity_counts_the_harness_per_query_cost():
     batched = Measurement(latency_s=0.004, batch_latency_s=0.016, batch_size=8,
                           query_path_s=0.005)
     assert batched.server_capacity == pytest.approx(8 / 0.017)
+
+
+def test_offline_expected_qps_comes_from_the_real_path_when_measured():
+    """110,719 samples/s from predict alone against 2,659/s through the harness: LoadGen must
+    be told the second, or it issues 40x the samples a quick run has time for."""
+    from scenarios.settings import Measurement
+
+    fast = Measurement(latency_s=0.0001, batch_latency_s=0.0000723, batch_size=8,
+                       path_throughput=2659.0)
+    assert fast.offline_rate(workers=1) == 2659.0
+    assert Measurement(latency_s=0.004, batch_latency_s=0.016,
+                       batch_size=8).offline_rate(workers=2) == pytest.approx(1000.0)

@@ -1,0 +1,98 @@
+"""What a finished LoadGen test leaves beside its logs: results.json, accuracy.txt, the
+effective user.conf, the val_map the accuracy tool reads and, for quick runs, the note that
+the run is not valid for submission."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from models.artifacts import artifact_size_bytes
+from quantmark.config import RunConfig
+from quantmark.hashing import atomic_write_json, atomic_write_text
+
+
+def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
+           ) -> dict[str, Any]:
+    """Write the run's files into ``work`` and return results.json's content. An accuracy run
+    with samples missing from its log says how many in ``accuracy.missing``."""
+    from audit.configs import audit_was_applied
+    from qsl.cache import VERIFIED
+    from quantmark import fingerprint
+    from quantmark.board import throttling_verdict
+    from report.loadgen_log import summarize_file
+    from sut.registry import fp32_baseline
+
+    spec, info, dataset, built = prepared.spec, prepared.info, prepared.dataset, prepared.built
+    backend = prepared.backend
+    results: dict[str, Any] = {
+        "config": dict(vars(config)),
+        "system_id": system,
+        "sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
+                "device": info.device, "fp32_baseline": fp32_baseline(info.name),
+                **backend.describe()},
+        "model": {"name": spec.name, **artifact_record(backend.artifact)},
+        "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
+                    "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
+                    "held_out_for_calibration": dataset.held_out_count,
+                    # the preprocessed caches this run read, hashed and checked as it read them
+                    "verified_caches": dict(VERIFIED)},
+        "calibration": (prepared.calibration.describe() if uses_calibration(info) else None),
+        "settings": {"mode": "quick" if config.quick else "official",
+                     "quantmark_set": built.applied, "notes": built.notes,
+                     "workers": prepared.workers, "measurement": vars(prepared.measurement)},
+        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
+        "times": {**prepared.times, **(backend.artifact.times or {}),
+                  "loadgen_wall_s": ran.wall_s, "loadgen_started_at": ran.started,
+                  "loadgen_ended_at": ran.started + ran.wall_s},
+        "summary": summarize_file(work / "mlperf_log_detail.txt").to_dict(),
+        "machine": {**fingerprint.machine(), "thermal": {
+            "before": ran.thermal_before, "after": ran.thermal_after,
+            **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
+        "software": fingerprint.software((info.framework,)),
+    }
+    if config.audit:
+        results["audit"] = {"test": config.audit, "config": str(ran.audit_config),
+                            "applied": audit_was_applied(work / "mlperf_log_detail.txt")}
+    if config.mode == "accuracy" or config.audit == "TEST01":
+        # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
+        atomic_write_text(work / "val_map.txt",
+                          "".join(f"{rel} {label}\n" for rel, label in dataset.items))
+    if config.mode == "accuracy":
+        results["accuracy"] = _accuracy(work, prepared.qsl.total_count)
+    atomic_write_text(work / "user.conf",
+                      built.effective_user_conf(spec.mlperf_name, config.scenario,
+                                                config.user_conf))
+    not_valid = [note for note in built.notes if "NOT VALID FOR SUBMISSION" in note]
+    if not_valid:
+        atomic_write_text(work / "NOT_VALID_FOR_SUBMISSION.txt",
+                          "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
+    atomic_write_json(work / "results.json", results)
+    return results
+
+
+def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
+    """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing."""
+    from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
+
+    accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
+                                read_val_map_labels(work / "val_map.txt"),
+                                expected_count=expected_count)
+    if accuracy.missing:
+        return {"missing": accuracy.missing}
+    atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
+    return {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
+            "duplicates": accuracy.duplicates}
+
+
+def uses_calibration(info: Any) -> bool:
+    """Static INT8 paths calibrate on the shared set; dynamic ones and float paths do not."""
+    return "int8" in info.precision and "dynamic" not in info.precision
+
+
+def artifact_record(artifact: Any) -> dict[str, Any]:
+    """The model file a run loaded, as results.json records it."""
+    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
+            "format": artifact.format,
+            "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
+            "source_hash": artifact.source_hash, "meta": artifact.meta}
