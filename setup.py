@@ -1,12 +1,30 @@
 """quantmark: MLPerf-style inference benchmarks across frameworks and precisions."""
 
+import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-PACKAGES = ("quantmark", "sut", "scenarios", "qsl", "models", "report", "audit", "submission",
-            "bench")
+# The design card keeps these folders at the top of the repository; installed, each is a part
+# of the one quantmark package (sut/ -> quantmark.sut), so nothing but quantmark lands in
+# site-packages and a user's own models/ or report/ package can never shadow ours.
+PARTS = ("sut", "scenarios", "qsl", "models", "report", "audit", "submission", "bench")
+
+
+def namespaced_packages() -> tuple[list[str], dict[str, str]]:
+    """quantmark's packages and where each lives in the repository."""
+    packages = ["quantmark"] + find_packages(include=["quantmark.*"])
+    package_dir = {"quantmark": "quantmark"}
+    for part in PARTS:
+        package_dir[f"quantmark.{part}"] = part
+        packages += [f"quantmark.{part}"] + [f"quantmark.{part}.{name}" for name in
+                                             find_packages(where=part)]
+    return sorted(set(packages)), package_dir
+
+
+PACKAGES, PACKAGE_DIR = namespaced_packages()
+VERSION = re.search(r'VERSION = "([^"]+)"', (HERE / "quantmark/ground/version.py").read_text())[1]
 
 ORT = ["onnxruntime>=1.20", "onnx>=1.16"]
 OPENVINO = ["openvino>=2024.4", "nncf>=2.13", "onnx>=1.16"]
@@ -34,21 +52,22 @@ TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # Photos the built-in default dataset is cut from (scikit-image, scikit-learn and matplotlib each
 # ship a few); matplotlib also draws the reports. Every x86 extra brings them; "pi" does not.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
-DEV = ["pytest>=8", "ruff>=0.6"]
+# setuptools and wheel: the packaging test builds the wheel without downloading anything
+DEV = ["pytest>=8", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64", "wheel>=0.40"]
 
 setup(
     name="quantmark",
-    version="0.1.0",
+    version=VERSION,
     description="Benchmark deep-learning inference the MLPerf way across frameworks and "
     "precisions (FP32, FP16/BF16, INT8).",
     long_description=(HERE / "README.md").read_text() if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=[f"{name}*" for name in PACKAGES]),
-    py_modules=["run"],
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
     # the audit.config files live in plain folders (TEST01/, TEST04/), named one by one
     package_data={"": ["*.conf", "*.config", "*.md"],
-                  "audit": ["TEST01/audit.config", "TEST04/audit.config"]},
+                  "quantmark.audit": ["TEST01/audit.config", "TEST04/audit.config"]},
     include_package_data=True,
     install_requires=[
         "mlcommons-loadgen>=4.1",
@@ -78,5 +97,5 @@ setup(
         "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
         "dev": DEV,
     },
-    entry_points={"console_scripts": ["quantmark=run:main"]},
+    entry_points={"console_scripts": ["quantmark=quantmark.cli:main"]},
 )

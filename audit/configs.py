@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
 
 AUDIT_TESTS = ("TEST01", "TEST04")
 AUDIT_DIR = Path(__file__).resolve().parent

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.configs import audit_was_applied, validate_audit_test
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_text
-from report.accuracy import decode_value, read_log_entries, read_val_map_labels, score
-from report.loadgen_log import OFFICIAL_METRIC, LogError, read_detail
+from quantmark.audit.configs import audit_was_applied, validate_audit_test
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.report.accuracy import decode_value, read_log_entries, read_val_map_labels, score
+from quantmark.report.loadgen_log import OFFICIAL_METRIC, LogError, read_detail
 
 PERFORMANCE_TOLERANCE = 0.10
 # Very short latencies vary more run to run (OS noise): the rules allow 20% there.

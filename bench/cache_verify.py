@@ -7,7 +7,7 @@ ONNX artifacts, the preprocessed dataset cache and the calibration cache. This s
 whatever is missing (one-off, as run.py would), then times each verification ``--repeat``
 times and prints the medians, next to the raw sha256 throughput of this machine.
 
-    python -m bench.cache_verify [--repeat 5]
+    python -m quantmark.bench.cache_verify [--repeat 5]
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def sha256_gbps(size: int = 256 << 20) -> float:
 def prepare() -> tuple[Any, list[Any], list[Path]]:
     """Build (or find) everything the default job caches; return the dataset, the two
     artifacts and the preprocessed cache files (dataset and calibration)."""
-    from models.zoo import get_model
-    from qsl import cache, open_dataset
+    from quantmark.models.zoo import get_model
+    from quantmark.qsl import cache, open_dataset
     from quantmark.runner import CalibrationProvider, recipe_for
-    from sut.interface import SutOptions
-    from sut.onnxruntime import create
+    from quantmark.sut.interface import SutOptions
+    from quantmark.sut.onnxruntime import create
 
     spec = get_model(MODEL)
     dataset = open_dataset(None)
@@ -68,8 +68,8 @@ def prepare() -> tuple[Any, list[Any], list[Path]]:
 
 def fingerprint_figures(root: Path, repeat: int) -> dict[str, float]:
     """Dataset open + fingerprint with the memo (every later run) and without (the first)."""
-    from qsl import imagenet
-    from qsl.imagenet import ImageFolderDataset
+    from quantmark.qsl import imagenet
+    from quantmark.qsl.imagenet import ImageFolderDataset
 
     def fingerprint() -> str:
         return ImageFolderDataset(root, builtin=True).fingerprint()
@@ -88,7 +88,7 @@ def fingerprint_figures(root: Path, repeat: int) -> dict[str, float]:
 
 
 def artifact_figures(artifact: Any, repeat: int) -> dict[str, Any]:
-    from models.artifacts import load_cached
+    from quantmark.models.artifacts import load_cached
 
     folder = Path(artifact.path).parent
     size = sum(f["bytes"] for f in artifact.meta["files"].values())
@@ -100,7 +100,7 @@ def artifact_figures(artifact: Any, repeat: int) -> dict[str, Any]:
 def cache_figures(path: Path, repeat: int) -> dict[str, Any]:
     import numpy as np
 
-    from qsl import cache
+    from quantmark.qsl import cache
 
     shape = np.load(path, mmap_mode="r").shape
     problem = cache.verify(path, shape)

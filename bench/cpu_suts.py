@@ -6,18 +6,19 @@ just before its other precisions, so a ratio compares runs minutes apart on this
 machine. The sweep's manifest keeps every finished cell (rerun the command to resume), and the
 table is written to ``table.md`` beside the sweep's own report.
 
-    python -m bench.cpu_suts [--models resnet50,mobilenetv2] [--suts ort-fp32,ort-int8,...]
-                             [--batch-size 8] [--seconds 10] [--output bench-results/cpu_suts]
+    python -m quantmark.bench.cpu_suts [--models resnet50,mobilenetv2]
+        [--suts ort-fp32,ort-int8,...] [--batch-size 8] [--seconds 10]
+        [--output bench-results/cpu_suts]
 """
 
 from __future__ import annotations
 
 import argparse
 
-from quantmark.hashing import atomic_write_text
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.report.characterize import Study, load
 from quantmark.sweep import run_sweep
 from quantmark.sweep_plan import build_spec
-from report.characterize import Study, load
 
 
 def table(study: Study) -> str:

@@ -10,7 +10,7 @@
 
 Each LoadGen test runs in its own process (LoadGen reads mlperf.conf once per process).
 
-    python -m bench.harness_overhead [--model efficientnet-lite0] [--seconds 10]
+    python -m quantmark.bench.harness_overhead [--model efficientnet-lite0] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _loadgen_run(sut_handle: Any, qsl_handle: Any, scenario: str, settings_kw: d
     """Run one performance test into a temp folder; return LoadGen's summary numbers."""
     import mlperf_loadgen as lg
 
-    from report.loadgen_log import summarize_file
+    from quantmark.report.loadgen_log import summarize_file
 
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
@@ -51,12 +51,12 @@ def _loadgen_run(sut_handle: Any, qsl_handle: Any, scenario: str, settings_kw: d
 
 def _real_backend(model: str, threads: int):
     """The ort-fp32 backend and QSL over the built-in dataset, as run.py builds them."""
-    from models.zoo import get_model
-    from qsl import open_dataset
-    from qsl.library import QuerySampleLibrary
+    from quantmark.models.zoo import get_model
+    from quantmark.qsl import open_dataset
+    from quantmark.qsl.library import QuerySampleLibrary
     from quantmark.runner import recipe_for
-    from sut.interface import SutOptions
-    from sut.onnxruntime import create
+    from quantmark.sut.interface import SutOptions
+    from quantmark.sut.onnxruntime import create
 
     spec = get_model(model)
     backend = create("ort-fp32", SutOptions(model=model, scenario="Offline", threads=threads),
@@ -82,7 +82,7 @@ class TimedPredict:
 
 
 def part_offline_real(model: str, batch: int, threads: int, seconds: float) -> dict[str, Any]:
-    from sut.base import LoadGenSUT
+    from quantmark.sut.base import LoadGenSUT
 
     backend, qsl = _real_backend(model, threads)
     # The loop feeds 16 different ready-made batches of real samples: no gather, but no
@@ -130,7 +130,7 @@ def part_single_stream(model: str, threads: int, seconds: float,
     import mlperf_loadgen as lg
     import numpy as np
 
-    from sut.base import LoadGenSUT, time_predict
+    from quantmark.sut.base import LoadGenSUT, time_predict
 
     backend, qsl = _real_backend(model, threads)
     warm = list(range(64))  # cycle real samples: timing can depend on the data (denormals)
@@ -189,8 +189,8 @@ def part_null(kind: str, samples: int, batch: int) -> dict[str, Any]:
     import mlperf_loadgen as lg
     import numpy as np
 
-    from qsl.library import QuerySampleLibrary
-    from sut.base import LoadGenSUT
+    from quantmark.qsl.library import QuerySampleLibrary
+    from quantmark.sut.base import LoadGenSUT
 
     qsl = QuerySampleLibrary.from_arrays(np.zeros((1024, 1), np.float32), np.zeros(1024, int),
                                          performance_sample_count=1024)
@@ -223,9 +223,9 @@ def _median_round(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def _child(part: str, **kwargs: Any) -> dict[str, Any]:
-    code = (f"import json, bench.harness_overhead as h; "
+    code = (f"import json, quantmark.bench.harness_overhead as h; "
             f"print(json.dumps(h.part_{part}(**{kwargs!r})))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=900)
     if proc.returncode != 0:
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bare = [r["added_vs_in_run_predict_us"] for r in single_rounds
             if r["harness"] == "bare_loadgen"]
     figures = {
-        "command": "python -m bench.harness_overhead " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m quantmark.bench.harness_overhead " + " ".join(argv or sys.argv[1:]),
         "offline_real": _median_round(offline_rounds, "ratio"),
         "offline_rounds": offline_rounds,
         "single_stream": {

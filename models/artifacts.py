@@ -24,12 +24,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from quantmark.hashing import atomic_write_json, hash_file, hash_json
-from quantmark.paths import cache_dir
+from quantmark.ground.hashing import atomic_write_json, hash_file, hash_json
+from quantmark.ground.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +36,6 @@ log = logging.getLogger(__name__)
 def progress(msg: str) -> None:
     """One progress line on stderr for a slow, one-off build step (export, convert, quantize)."""
     print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
-
-
-def dist_version(dist: str, missing: str = "absent") -> str:
-    """An installed distribution's version from its metadata, without importing the package
-    (a cache lookup must not pay a framework's import); ``missing`` when not installed."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return missing
 
 
 MANIFEST = "artifact.json"

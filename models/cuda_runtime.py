@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantmark.errors import SutError, UserError
+from quantmark.ground.errors import SutError, UserError
 
 
 def cuda_runtime() -> Any:

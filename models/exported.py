@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
 
 SCHEMA = 1
 KIND = "quantmark-export"

@@ -20,10 +20,11 @@ import onnxruntime
 
 if TYPE_CHECKING:
     import torch
-from models.artifacts import Artifact, cached_build, dist_version, progress
-from models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
-from quantmark.errors import UserError
-from quantmark.hashing import hash_file, hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import dist_version
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 
 OPSET = 20  # the dynamo exporter's native opset; ORT 1.31 runs and quantizes it
 INPUT_NAME = "input"

@@ -30,8 +30,8 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
-from models.artifacts import Artifact, cached_build, progress
-from quantmark.hashing import hash_file, hash_json
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
 
 #: the INT8 calibration table ONNX Runtime's TensorRT provider reads (ort-trt-int8)
 TABLE_RECIPE: dict[str, Any] = {"calibrator": "onnxruntime MinMax", "symmetric": True,

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from models.artifacts import Artifact, cached_build, progress
-from quantmark.errors import UserError
-from quantmark.hashing import hash_file, hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
 
 CONVERT_RECIPE: dict[str, Any] = {
     "converter": "openvino.convert_model", "source": "onnx", "compress_to_fp16": False,
@@ -178,7 +178,7 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
     """FP32 OpenVINO IR for ``spec``: the user's .xml, or converted from the canonical ONNX."""
     if model_path is not None and str(model_path).endswith(".xml"):
         return load_user_ir(model_path, spec)
-    from models.source import fp32_onnx
+    from quantmark.models.source import fp32_onnx
 
     source = fp32_onnx(spec, model_path)
     key = convert_key(source)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models.artifacts import Artifact
+from quantmark.models.artifacts import Artifact
 
 TORCH_WEIGHT_SUFFIXES = (".pt", ".pth", ".bin")
 
@@ -27,7 +27,7 @@ def fp32_onnx(spec, model_path: str | Path | None = None) -> Artifact:
     ``model_path`` must be None, a torch state_dict (.pt/.pth/.bin) or an .onnx file; callers
     check other native formats (OpenVINO .xml, SavedModel, .tflite) before calling this.
     """
-    from models.onnx_export import export_onnx, load_user_onnx
+    from quantmark.models.onnx_export import export_onnx, load_user_onnx
 
     if model_path is not None and str(model_path).endswith(".onnx"):
         return load_user_onnx(model_path, spec)

@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from models.artifacts import Artifact, cached_build, dist_version, hash_folder, progress
-from models.source import fp32_onnx
-from quantmark.errors import UserError
-from quantmark.hashing import hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import dist_version
+from quantmark.ground.hashing import hash_json
+from quantmark.models.artifacts import Artifact, cached_build, hash_folder, progress
+from quantmark.models.source import fp32_onnx
 
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
                       "layout": "NHWC", "onnxsim": False, "maxpool_zero_pad": True, "version": 2}

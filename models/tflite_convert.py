@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from models.artifacts import Artifact, cached_build, progress
-from models.exported import read_record, verify_record
-from models.tf_convert import tensorflow_version
-from quantmark.errors import UserError
-from quantmark.hashing import hash_file, hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.exported import read_record, verify_record
+from quantmark.models.tf_convert import tensorflow_version
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -335,7 +335,7 @@ def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any
         artifact = load_user_tflite(model_path, spec)
         check_precision(artifact, sut)
         return artifact
-    from models.source import TORCH_WEIGHT_SUFFIXES
+    from quantmark.models.source import TORCH_WEIGHT_SUFFIXES
 
     if model_path is not None and not Path(model_path).is_dir() and not str(model_path).endswith(
             (".onnx", *TORCH_WEIGHT_SUFFIXES)):
@@ -344,7 +344,7 @@ def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any
     if importlib.util.find_spec("tensorflow") is None:
         raise UserError(f"{sut} needs tensorflow to convert model {spec.name} to TFLite: pip "
                         "install 'quantmark[tf]', or pass a ready .tflite with --model-path")
-    from models.tf_convert import export_saved_model
+    from quantmark.models.tf_convert import export_saved_model
 
     saved = export_saved_model(spec, model_path)
     if precision != "int8":

@@ -14,7 +14,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from models.torch_nets import ConvBNReLU6, _init_weights
+from quantmark.models.torch_nets import ConvBNReLU6, _init_weights
 
 # --------------------------------------------------------------------------- VGG
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.torch_nets import _init_weights
+from quantmark.models.torch_nets import _init_weights
 
 
 class ConvBNAct(nn.Sequential):

@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.artifacts import Artifact, cached_build, progress
-from models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
-from quantmark.errors import SutError
-from quantmark.hashing import hash_file, hash_json
+from quantmark.ground.errors import SutError
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 
 ENGINE = "x86"
 STATIC_RECIPE: dict[str, Any] = {

@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from models.artifacts import Artifact, cached_build, progress
-from models.cuda_runtime import gpu_identity
-from models.trt_calibration import (
+from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.cuda_runtime import gpu_identity
+from quantmark.models.trt_calibration import (
     CALIBRATION_BATCH,
     CALIBRATOR,
     CalibrationBatcher,
@@ -46,8 +48,6 @@ from models.trt_calibration import (
     calibration_cache_path,
     make_entropy_calibrator,
 )
-from quantmark.errors import SutError, UserError
-from quantmark.hashing import hash_file, hash_json
 
 #: everything about how an engine is built that is not an argument of ``engine_cache_key``
 BUILD_RECIPE: dict[str, Any] = {"profiling_verbosity": "DETAILED", "int8_also_fp16": True,
@@ -141,7 +141,7 @@ def qdq_onnx_for_tensorrt(fp32: Artifact, calibration: np.ndarray,
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from models.ort_quantize import ArrayReader, check_nchw_calibration, count_qdq_nodes
+    from quantmark.models.ort_quantize import ArrayReader, check_nchw_calibration, count_qdq_nodes
 
     check_nchw_calibration(calibration)
     key = hash_json({"what": "trt-qdq-int8", "fp32": fp32.key, "calibration": calibration_hash,

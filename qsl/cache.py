@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_json, hash_json
-from quantmark.paths import cache_dir, pid_alive
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_json, hash_json
+from quantmark.ground.paths import cache_dir, pid_alive
 
 from .imagenet import ImageFolderDataset
 from .preprocess import PreprocessRecipe, decode_and_crop

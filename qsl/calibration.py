@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from quantmark.errors import UserError
-from quantmark.hashing import hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_json
 
 from .builtin import CAL_MAP
 from .cache import load_or_build

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_json, hash_file, hash_json
-from quantmark.paths import cache_dir
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_json, hash_file, hash_json
+from quantmark.ground.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

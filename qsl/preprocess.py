@@ -20,8 +20,8 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from quantmark.errors import UserError
-from quantmark.hashing import hash_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_json
 
 # Bump when the decode/resize/crop code changes in a way that changes pixels: old caches go stale.
 # 2: 16-bit grayscale is scaled to 8 bits, no longer clipped to white.

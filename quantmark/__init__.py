@@ -1,8 +1,11 @@
 """quantmark: MLPerf-style inference benchmarking across frameworks and precisions.
 
-This package is the shared bottom layer (errors, paths, hashing) plus the orchestration that
-run.py dispatches to. Lower parts (sut/, qsl/, models/, scenarios/, report/) may import only
-``quantmark.errors``, ``quantmark.paths`` and ``quantmark.hashing`` from here.
+Installed, this is the only top-level package: the repository's ``sut/``, ``qsl/``,
+``scenarios/``, ``models/``, ``report/``, ``audit/``, ``submission/`` and ``bench/`` folders are
+its parts ``quantmark.sut`` ... (setup.py maps them). ``quantmark.ground`` is what every part
+stands on; the orchestration here (commands, launcher, runner, sweep) sits on top.
 """
 
-__version__ = "0.1.0"
+from quantmark.ground.version import VERSION as __version__
+
+__all__ = ["__version__"]

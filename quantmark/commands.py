@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quantmark.config import RunConfig
-from quantmark.errors import UserError
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import UserError
 from quantmark.launcher import LaunchResult, launch_or_raise
+from quantmark.report.loadgen_log import why_invalid
 from quantmark.validate import check_output_writable, validate, validate_inputs
-from report.loadgen_log import why_invalid
 
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -27,7 +27,7 @@ DEFAULT_SCENARIOS = ("Offline", "SingleStream")
 
 def list_suts() -> list[dict[str, Any]]:
     """Every known SUT with whether it can run here (and why not)."""
-    from sut.registry import SUTS, availability
+    from quantmark.sut.registry import SUTS, availability
 
     rows = []
     table = Table(title="quantmark SUTs")
@@ -55,8 +55,8 @@ def run_one(config: RunConfig) -> LaunchResult:
 def run_audit(config: RunConfig) -> bool:
     """Run one compliance test in its own process and working folder, then judge it against
     the normal runs already in the results folder. True when every check passed."""
-    from audit.verify import require_references, verify
-    from quantmark.layout import scenario_dir, system_id
+    from quantmark.audit.verify import require_references, verify
+    from quantmark.ground.layout import scenario_dir, system_id
 
     if config.mode != "performance":
         raise UserError("--audit runs in performance mode (its audit.config sets the mode); "
@@ -79,7 +79,7 @@ def all_tests(config: RunConfig) -> bool:
 
     A failing audit does not stop the others; every finished run stays on disk.
     """
-    from audit.configs import AUDIT_TESTS
+    from quantmark.audit.configs import AUDIT_TESTS
 
     if config.audit or config.mode != "performance":
         raise UserError("--all-tests runs every mode and audit itself; drop --mode and --audit")
@@ -96,7 +96,7 @@ def all_tests(config: RunConfig) -> bool:
 
 def submission(args: Any) -> Path:
     """Check the runs and write the submission tree; list what the submitter must still fill."""
-    from submission.package import package
+    from quantmark.submission.package import package
 
     packaged = package(args.results, submitter=args.submitter, division=args.division,
                        output=args.output, system_file=args.system_file, status=args.status,
@@ -133,9 +133,9 @@ def sweep(args: Any) -> int:
 
 def export(args: Any) -> list[Path]:
     """Export .tflite artifacts for a device, then say how to run them there."""
-    from models.exported import record_path
-    from models.zoo import DEFAULT_MODEL
     from quantmark import export as exporting
+    from quantmark.models.exported import record_path
+    from quantmark.models.zoo import DEFAULT_MODEL
 
     suts = exporting.parse_suts(args.sut)
     model = args.model or DEFAULT_MODEL
@@ -187,7 +187,7 @@ def train_bench(args: Any) -> list[Path]:
 
 
 def _print_training(rows: list[dict[str, Any]], title: str) -> None:
-    from report import training
+    from quantmark.report import training
 
     table = Table(title=escape(title))
     for column in training.HEADER:
@@ -223,7 +223,7 @@ def _print_run(result: LaunchResult) -> None:
 
 def default_job(output: str) -> list[dict[str, Any]]:
     """Offline and SingleStream for ort-fp32 and ort-int8 on the pretrained default model."""
-    from models.zoo import DEFAULT_MODEL
+    from quantmark.models.zoo import DEFAULT_MODEL
 
     check_output_writable(output)
     base = RunConfig(scenario="Offline", sut="ort-fp32", model=DEFAULT_MODEL, output=output)
@@ -294,7 +294,7 @@ def report(folders: list[str], output: str | None = None) -> None:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
                             "folder")
-    from report import training
+    from quantmark.report import training
 
     is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
     if len(folders) > 1 and output is None:
@@ -312,8 +312,8 @@ def _characterization(folders: list[str], output: Path) -> None:
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
                         "machine that has it and run python run.py report there")
-    from report.sweep_report import metric_text, write
-    from report.tables import number
+    from quantmark.report.sweep_report import metric_text, write
+    from quantmark.report.tables import number
 
     check_output_writable(str(output))
     written = write(folders, output)
@@ -337,7 +337,7 @@ def _characterization(folders: list[str], output: Path) -> None:
     if study.configs or study.explained:
         console.print(table)
     if study.training:
-        from report.training import rows
+        from quantmark.report.training import rows
 
         _print_training(rows(study.training), "training (train-bench)")
     for e in study.explained:
@@ -352,7 +352,12 @@ def _characterization(folders: list[str], output: Path) -> None:
 def _percentile_table(folder: str) -> None:
     """Print and write (CSV, Markdown) the percentile table of every run under ``folder``.
     Cells are taken by column name (``report.table.CONSOLE_COLUMNS``), never by position."""
-    from report.table import CONSOLE_COLUMNS, console_cells, incomplete_warnings, write_report
+    from quantmark.report.table import (
+        CONSOLE_COLUMNS,
+        console_cells,
+        incomplete_warnings,
+        write_report,
+    )
 
     root = Path(folder)
     rows, csv_path, md_path = write_report(root)

@@ -21,9 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from models.exported import KIND, SCHEMA, record_path
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_bytes, atomic_write_json, hash_file
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_bytes, atomic_write_json, hash_file
+from quantmark.models.exported import KIND, SCHEMA, record_path
 
 EXPORTABLE = ("tflite-fp32", "tflite-fp16", "tflite-int8dyn", "tflite-int8")
 DATASET_DIR = "dataset"
@@ -44,12 +44,12 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
            dataset_path: str | None = None, calibration_list: str | None = None
            ) -> list[Path]:
     """Build and write each SUT's artifact and record; returns the written model files."""
-    from models.zoo import get_model
-    from qsl import open_dataset
+    from quantmark.models.zoo import get_model
+    from quantmark.qsl import open_dataset
     from quantmark.record import uses_calibration
     from quantmark.runner import CalibrationProvider, recipe_for
-    from sut.interface import SutOptions
-    from sut.registry import load_factory, require_available
+    from quantmark.sut.interface import SutOptions
+    from quantmark.sut.registry import load_factory, require_available
 
     spec = get_model(model)
     infos = [require_available(name) for name in suts]  # every SUT checked before any work
@@ -101,13 +101,13 @@ def _copy_dataset(root: Path, target: Path) -> None:
 
 
 def _machine() -> dict[str, Any]:
-    from quantmark import fingerprint
+    from quantmark.ground import fingerprint
 
     facts = fingerprint.machine()
     return {key: facts.get(key) for key in ("hostname", "cpu_model", "arch", "os", "python")}
 
 
 def _software() -> dict[str, Any]:
-    from quantmark import fingerprint
+    from quantmark.ground import fingerprint
 
     return fingerprint.software(("tensorflow", "ai-edge-litert", "torch", "onnx"))

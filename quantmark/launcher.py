@@ -20,10 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quantmark.config import RunConfig
-from quantmark.errors import SutError, UserError
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import SutError, UserError
 
 
 @dataclass
@@ -38,12 +36,10 @@ class LaunchResult:
 
 
 def child_env() -> dict[str, str]:
-    """The child must import quantmark's packages whatever its working directory."""
-    env = dict(os.environ)
-    paths = [str(PROJECT_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+    """The child's environment: the parent's, output unbuffered. quantmark's parts are all
+    ``quantmark.<part>``, so the child's working directory (``-m`` puts it first on sys.path)
+    cannot shadow them with a folder of its own."""
+    return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
 
 
 def absolute_paths(config: RunConfig) -> RunConfig:
@@ -68,7 +64,7 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
         if config.audit or cwd is not None:
             config = absolute_paths(config)
         if config.audit:  # LoadGen reads audit.config from the test's working directory
-            from audit.configs import audit_config_path
+            from quantmark.audit.configs import audit_config_path
 
             cwd = str(Path(tmp) / config.audit)
             Path(cwd).mkdir()

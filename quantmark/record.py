@@ -7,21 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from models.artifacts import artifact_size_bytes
-from quantmark.config import RunConfig
-from quantmark.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.config import RunConfig
+from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.models.artifacts import artifact_size_bytes
 
 
 def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
            ) -> dict[str, Any]:
     """Write the run's files into ``work`` and return results.json's content. An accuracy run
     with samples missing from its log says how many in ``accuracy.missing``."""
-    from audit.configs import audit_was_applied
-    from qsl.cache import VERIFIED
-    from quantmark import fingerprint
-    from quantmark.board import throttling_verdict
-    from report.loadgen_log import summarize_file
-    from sut.registry import fp32_baseline
+    from quantmark.audit.configs import audit_was_applied
+    from quantmark.ground import fingerprint
+    from quantmark.ground.board import throttling_verdict
+    from quantmark.qsl.cache import VERIFIED
+    from quantmark.report.loadgen_log import summarize_file
+    from quantmark.sut.registry import fp32_baseline
 
     spec, info, dataset, built = prepared.spec, prepared.info, prepared.dataset, prepared.built
     backend = prepared.backend
@@ -73,7 +73,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
 
 def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
     """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing."""
-    from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
+    from quantmark.report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
 
     accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
                                 read_val_map_labels(work / "val_map.txt"),

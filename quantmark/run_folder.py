@@ -13,9 +13,9 @@ import os
 import shutil
 from pathlib import Path
 
-from quantmark.errors import SutError, UserError, environment_fault
-from quantmark.hashing import atomic_write_text
-from quantmark.locks import FileLock, LockHeld
+from quantmark.ground.errors import SutError, UserError, environment_fault
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.ground.locks import FileLock, LockHeld
 
 DISK_PROBE_BYTES = 64 * 1024  # what the logs of a short run need, about
 
@@ -80,7 +80,7 @@ class RunFolder:
         Incomplete logs on a full disk are the disk's fault (UserError, exit 2); otherwise the
         run failed (SutError, exit 3). Either way the run is kept as ``.failed``.
         """
-        from report.loadgen_log import check_complete
+        from quantmark.report.loadgen_log import check_complete
 
         problems = check_complete(self.work)
         if not problems:

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.config import RunConfig
-from quantmark.errors import SutError, UserError, environment_fault
-from quantmark.hashing import atomic_write_json
-from quantmark.layout import run_dir, system_id
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import SutError, UserError, environment_fault
+from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.layout import run_dir, system_id
 from quantmark.record import record
 from quantmark.run_folder import RunFolder
 
@@ -46,7 +46,7 @@ class CalibrationProvider:
     """
 
     def __init__(self, dataset: Any, spec: Any, list_file: str | None) -> None:
-        from qsl.calibration import calibration_for
+        from quantmark.qsl.calibration import calibration_for
 
         if dataset.builtin:
             count = CALIBRATION_COUNT["builtin"]
@@ -80,7 +80,7 @@ class CalibrationProvider:
 
 
 def recipe_for(spec: Any, layout: str):
-    from qsl.preprocess import PreprocessRecipe
+    from quantmark.qsl.preprocess import PreprocessRecipe
 
     return PreprocessRecipe(resize_short=spec.resize_short, crop=spec.input_size,
                             mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
@@ -108,8 +108,8 @@ def measure(backend: Any, qsl: Any, batch_size: int, scenario: str, workers: int
 
 def _measure_loaded(backend: Any, qsl: Any, indices: list[int], batch_size: int,
                     scenario: str, workers: int, times: dict[str, float]):
-    from scenarios.settings import Measurement
-    from sut.base import measure_batch_path_rate, measure_query_path_s, time_predict
+    from quantmark.scenarios.settings import Measurement
+    from quantmark.sut.base import measure_batch_path_rate, measure_query_path_s, time_predict
 
     one = qsl.batch(indices[:1])
     full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
@@ -160,12 +160,12 @@ class Ran:
 
 def prepare(config: RunConfig) -> Prepared:
     """Build the SUT (artifact prepared or taken from the cache), the QSL and the settings."""
-    from models.zoo import MODEL_NAMES, get_model
-    from qsl import open_dataset
-    from qsl.library import QuerySampleLibrary
-    from scenarios.settings import SettingsPlan, build_settings
-    from sut.interface import SutOptions
-    from sut.registry import load_factory, require_available
+    from quantmark.models.zoo import MODEL_NAMES, get_model
+    from quantmark.qsl import open_dataset
+    from quantmark.qsl.library import QuerySampleLibrary
+    from quantmark.scenarios.settings import SettingsPlan, build_settings
+    from quantmark.sut.interface import SutOptions
+    from quantmark.sut.registry import load_factory, require_available
 
     spec = get_model(config.model)
     info = require_available(config.sut)
@@ -217,8 +217,8 @@ def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
     overran its bound, ends the process with exit 3 and the logs kept as ``.failed``."""
     import mlperf_loadgen as lg
 
-    from quantmark.board import thermal_snapshot
-    from sut.base import LoadGenSUT
+    from quantmark.ground.board import thermal_snapshot
+    from quantmark.sut.base import LoadGenSUT
 
     work = folder.start()
 
@@ -264,7 +264,7 @@ def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
 def check_run(config: RunConfig, ran: Ran, folder: RunFolder) -> None:
     """Raise (keeping the logs as ``.failed``) unless every sample was answered, the audit
     config was applied exactly when asked for, and LoadGen's logs are complete."""
-    from audit.configs import audit_was_applied
+    from quantmark.audit.configs import audit_was_applied
 
     sut = ran.sut
     if sut.error is not None or not sut.all_completed:

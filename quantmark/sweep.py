@@ -29,11 +29,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from quantmark.config import RunConfig
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_json
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.locks import FileLock, LockHeld
 from quantmark.launcher import launch
-from quantmark.locks import FileLock, LockHeld
 from quantmark.sweep_plan import Cell, SweepSpec, cells
 from quantmark.trackers import Tracker
 
@@ -94,7 +94,7 @@ def _lock(root: Path) -> Iterator[FileLock]:
 def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
               console: Console | None = None) -> SweepOutcome:
     """Run every unfinished cell of ``spec``; return how the cells ended."""
-    from sut.registry import SUTS, availability
+    from quantmark.sut.registry import SUTS, availability
 
     console = console or Console()
     root = Path(spec.output)

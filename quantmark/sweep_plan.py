@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantmark.errors import UserError
-from quantmark.paths import require_path
+from quantmark.ground.errors import UserError
+from quantmark.ground.paths import require_path
 
 try:
     import tomllib
@@ -97,7 +97,7 @@ def cells(spec: SweepSpec) -> list[Cell]:
 def expand_suts(names: list[str]) -> list[str]:
     """SUT names, with ``cpu`` / ``gpu`` / ``all`` standing for every SUT of that kind, each
     framework's FP32 first. Unknown names are a one-line error listing the valid ones."""
-    from sut.registry import FP32_BASELINE, SUTS, get_sut
+    from quantmark.sut.registry import FP32_BASELINE, SUTS, get_sut
 
     chosen: list[str] = []
     for name in names:
@@ -262,7 +262,7 @@ def _as_list(value: Any, name: str) -> list[str]:
 
 def build_spec(settings: dict[str, Any]) -> SweepSpec:
     """Check and normalise settings (from a file, flags overriding) into a SweepSpec."""
-    from models.zoo import MODEL_NAMES
+    from quantmark.models.zoo import MODEL_NAMES
 
     if "models" not in settings or "suts" not in settings:
         raise UserError("a sweep needs --models and --suts (or models and suts in the file)")

@@ -28,9 +28,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from quantmark.errors import SutError, UserError
-from quantmark.fingerprint import machine, software
-from quantmark.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.fingerprint import machine, software
+from quantmark.ground.hashing import atomic_write_json, atomic_write_text
 from quantmark.train_loops import (
     KERAS_APPS,
     LEARNING_RATE,
@@ -60,7 +60,7 @@ def parse_list(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
 def check(frameworks: list[str], model: str, steps: int, warmup: int, batch_size: int | None,
           image_size: int | None, threads: int = 0) -> int:
     """Every bad input as one UserError line, before a child starts; returns the image size."""
-    from models.zoo import get_model
+    from quantmark.models.zoo import get_model
 
     spec = get_model(model)
     for framework in frameworks:
@@ -99,7 +99,7 @@ def step_stats(times: list[float]) -> dict[str, float]:
 
 def run_child(job: Job) -> dict[str, Any]:
     """Train ``job`` in this process; every figure of the record but the machine's."""
-    from models.zoo import get_model
+    from quantmark.models.zoo import get_model
 
     measured = train_torch(job) if job.framework == "torch" else train_tf(job)
     losses = measured["losses"]
@@ -169,7 +169,7 @@ def run(frameworks: list[str], model: str, precisions: list[str], steps: int, wa
         on_record: Callable[[dict[str, Any]], None] = lambda record: None) -> list[Path]:
     """Train every framework x precision in its own process and write one JSON for each into
     ``output`` (``on_record`` sees each as it is written). Returns the paths written."""
-    from report.training import file_name
+    from quantmark.report.training import file_name
 
     size = check(frameworks, model, steps, warmup, batch_size, image_size, threads)
     out = Path(output)
@@ -199,7 +199,7 @@ def run(frameworks: list[str], model: str, precisions: list[str], steps: int, wa
 
 def write_summary(output: str | Path) -> tuple[list[dict[str, Any]], list[Path]]:
     """``train_bench.md`` and ``train_bench.csv`` of every record in ``output``."""
-    from report import training
+    from quantmark.report import training
 
     out = Path(output)
     table = training.rows(training.load([out]))

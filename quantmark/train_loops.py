@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from quantmark.errors import UserError
-from quantmark.fingerprint import cpu_model
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import cpu_model
 
 SEED = 0
 LEARNING_RATE = 0.01
@@ -83,7 +83,7 @@ def train_torch(job: Job) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from models.zoo import get_model
+    from quantmark.models.zoo import get_model
 
     gpu = job.device == "gpu" or (job.device == "auto" and torch.cuda.is_available())
     if gpu and not torch.cuda.is_available():

@@ -10,9 +10,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from quantmark.config import RunConfig
-from quantmark.errors import UserError
-from quantmark.paths import path_problem, require_path
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import UserError
+from quantmark.ground.paths import path_problem, require_path
 
 #: frameworks whose SUTs also take a TensorFlow SavedModel directory as --model-path
 SAVED_MODEL_FRAMEWORKS = ("tensorflow", "tflite")
@@ -66,8 +66,8 @@ def check_dataset(path: str | None) -> None:
 def validate_inputs(dataset_path: str | None, calibration_list: str | None,
                     user_conf: str | None) -> None:
     """The files a run reads: checked before minutes of work, not after."""
-    from models.zoo import MODEL_NAMES
-    from scenarios.userconf import parse_user_conf
+    from quantmark.models.zoo import MODEL_NAMES
+    from quantmark.scenarios.userconf import parse_user_conf
 
     check_dataset(dataset_path)
     if calibration_list:
@@ -79,7 +79,7 @@ def validate_inputs(dataset_path: str | None, calibration_list: str | None,
 
 def check_model_path(model_path: str, model: str, sut: str) -> None:
     """A model file, or for the TensorFlow and TFLite SUTs a SavedModel directory."""
-    from sut.registry import get_sut
+    from quantmark.sut.registry import get_sut
 
     takes_folders = get_sut(sut).framework in SAVED_MODEL_FRAMEWORKS
     problem = path_problem(model_path)
@@ -101,7 +101,7 @@ def check_model_path(model_path: str, model: str, sut: str) -> None:
 def dataset_size(dataset_path: str | None) -> int:
     """Images in the dataset: val_map.txt's lines, or the built-in dataset's count."""
     if dataset_path is None:
-        from qsl.builtin import EVAL_COUNT
+        from quantmark.qsl.builtin import EVAL_COUNT
 
         return EVAL_COUNT
     with open(Path(dataset_path) / "val_map.txt", "rb") as handle:
@@ -123,7 +123,7 @@ def check_batch_fits(batch: int, model: str, dataset_path: str | None,
                      meminfo: Path = MEMINFO, flag: str = "--batch-size") -> None:
     """A batch the samples can fill and the memory can hold, known before a child allocates
     it (``--batch-size 100000`` once asked for 56 GiB)."""
-    from models.zoo import get_model
+    from quantmark.models.zoo import get_model
 
     spec = get_model(model)
     images = dataset_size(dataset_path)
@@ -155,9 +155,9 @@ def check_batch(config: RunConfig) -> None:
 
 def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
-    from models.zoo import get_model
-    from scenarios.settings import validate_scenario
-    from sut.registry import check_options, require_available
+    from quantmark.models.zoo import get_model
+    from quantmark.scenarios.settings import validate_scenario
+    from quantmark.sut.registry import check_options, require_available
 
     validate_scenario(config.scenario)
     check_options(require_available(config.sut), config.sut_options)

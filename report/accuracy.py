@@ -5,7 +5,7 @@ Each entry's ``data`` is the response bytes in hex: one float32, the predicted c
 line ``qsl_idx`` of the val_map the QSL was built from (the run folder keeps a copy of it in QSL
 order, so calibration images held out of a folder never shift the lines).
 
-    python -m report.accuracy --mlperf-accuracy-file mlperf_log_accuracy.json \\
+    python -m quantmark.report.accuracy --mlperf-accuracy-file mlperf_log_accuracy.json \\
         --imagenet-val-file val_map.txt [--expected-count 50000] [--output accuracy.txt]
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from quantmark.errors import UserError
-from quantmark.hashing import hash_file
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_file
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def compute_accuracy(log_path: str | Path, labels: np.ndarray | list[int],
 
 def read_val_map_labels(path: str | Path) -> list[int]:
     """Labels in line order of a ``<relative path> <label>`` file (the official script's input)."""
-    from qsl.imagenet import parse_val_map
+    from quantmark.qsl.imagenet import parse_val_map
 
     file = Path(path)
     if not file.is_file():
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = accuracy_text(result, args.mlperf_accuracy_file if args.output else None)
     if args.output:
-        from quantmark.hashing import atomic_write_text
+        from quantmark.ground.hashing import atomic_write_text
 
         atomic_write_text(args.output, text)
     print(text, end="")

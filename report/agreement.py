@@ -5,7 +5,7 @@ one (a Pi, or the emulated userland of ``tools/arm_check.sh``) should give the s
 class for each sample. Where they do not, the samples that differ are listed with both
 classes, so the difference is quantified, not hidden in an accuracy figure.
 
-    python -m report.agreement X86_ACCURACY_LOG ARM_ACCURACY_LOG [--min-percent 100]
+    python -m quantmark.report.agreement X86_ACCURACY_LOG ARM_ACCURACY_LOG [--min-percent 100]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quantmark.errors import UserError
-from report.accuracy import decode_predictions
+from quantmark.ground.errors import UserError
+from quantmark.report.accuracy import decode_predictions
 
 
 @dataclass

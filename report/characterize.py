@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantmark.hashing import hash_json
-from report.accuracy import decode_predictions
-from report.agreement import agree
-from report.loadgen_log import LogError, RunSummary, summarize_file
-from report.training import load as load_training
+from quantmark.ground.hashing import hash_json
+from quantmark.report.accuracy import decode_predictions
+from quantmark.report.agreement import agree
+from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
+from quantmark.report.training import load as load_training
 
 SWEEP_MANIFEST = "sweep.json"
 # results.json "times" keys the runner itself writes; every other key is an artifact's

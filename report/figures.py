@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
+from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
 
 PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p97",
                      "99.00": "p99", "99.90": "p99.9"}

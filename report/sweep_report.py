@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantmark.hashing import atomic_write_bytes, atomic_write_text
-from report import training
-from report.characterize import Config, Run, Study, batch_scan, load
-from report.figures import Figure, all_figures
-from report.loadgen_log import PERCENTILES
-from report.tables import csv_text, html_table, markdown_table, number, ordered
+from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
+from quantmark.report import training
+from quantmark.report.characterize import Config, Run, Study, batch_scan, load
+from quantmark.report.figures import Figure, all_figures
+from quantmark.report.loadgen_log import PERCENTILES
+from quantmark.report.tables import csv_text, html_table, markdown_table, number, ordered
 
 
 @dataclass

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantmark.hashing import atomic_write_text
-from report.loadgen_log import (
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.report.loadgen_log import (
     PERCENTILES,
     LogError,
     RunSummary,
     summarize_file,
     unreadable_summary,
 )
-from report.tables import markdown_table, ordered
+from quantmark.report.tables import markdown_table, ordered
 
 
 @dataclass

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from report.tables import csv_text, html_table, markdown_table, number
+from quantmark.report.tables import csv_text, html_table, markdown_table, number
 
 KIND = "train-bench"
 # <framework>-<model>-b<batch>[-s<image size>]-<precision>.json

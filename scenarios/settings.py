@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantmark.errors import UserError
-from scenarios.userconf import SCENARIOS, ConfLine, effective_keys, parse_user_conf
+from quantmark.ground.errors import UserError
+from quantmark.scenarios.userconf import SCENARIOS, ConfLine, effective_keys, parse_user_conf
 
 QUICK_MIN_DURATION_MS = 5_000
 OFFICIAL_MIN_DURATION_MS = 600_000  # every scenario, MLPerf inference rules

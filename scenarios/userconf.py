@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from quantmark.errors import UserError
-from quantmark.paths import require_path
+from quantmark.ground.errors import UserError
+from quantmark.ground.paths import require_path
 
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
 

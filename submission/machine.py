@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from quantmark.board import core_name
+from quantmark.ground.board import core_name
 
 # The accelerator fields of the system description (filled with N/A when there is none).
 ACCELERATOR_TEXT_KEYS = (

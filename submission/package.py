@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantmark.errors import UserError
-from quantmark.hashing import atomic_write_json, atomic_write_text
-from quantmark.paths import require_component, require_path
-from submission.rules import AUDIT_TESTS, ScenarioRuns, find_scenarios, scenario_problems
-from submission.system import build_system_json, missing_user_fields, write_system_json
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.paths import require_component, require_path
+from quantmark.submission.rules import AUDIT_TESTS, ScenarioRuns, find_scenarios, scenario_problems
+from quantmark.submission.system import build_system_json, missing_user_fields, write_system_json
 
 MAX_ACCURACY_LOG_BYTES = 10 * 1024  # the checker's limit for a submitted accuracy log
 KEEP_CHARS = 4096  # head and tail kept when truncating, as MLPerf's truncation tool does

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from report.loadgen_log import LogError, read_detail
-from scenarios.settings import OFFICIAL_MIN_DURATION_MS
+from quantmark.report.loadgen_log import LogError, read_detail
+from quantmark.scenarios.settings import OFFICIAL_MIN_DURATION_MS
 
 MIN_PERFORMANCE_SAMPLES = 1024  # resnet50's performance_sample_count
 # LoadGen 6.0.17's mlperf.conf (rules round v6.1); a user.conf may not change them.

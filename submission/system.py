@@ -15,11 +15,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
-import quantmark
-from quantmark.errors import UserError
-from quantmark.fingerprint import package_version
-from quantmark.hashing import atomic_write_json
-from submission.machine import ACCELERATOR_TEXT_KEYS, NA, UNKNOWN, _int, detect_machine
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import package_version
+from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.version import VERSION
+from quantmark.submission.machine import ACCELERATOR_TEXT_KEYS, NA, UNKNOWN, _int, detect_machine
 
 # Every field the v6.x submission checker requires, in its order.
 REQUIRED_KEYS: tuple[str, ...] = (
@@ -58,7 +58,7 @@ def software_stack(frameworks: dict[str, str]) -> dict[str, str]:
     stack = [f"Python {platform.python_version()}"]
     stack += [f"{dist} {version}" for dist in ("numpy", "mlcommons-loadgen")
               if (version := package_version(dist))]
-    stack += [f"quantmark {quantmark.__version__}", *engines]
+    stack += [f"quantmark {VERSION}", *engines]
     found = {"other_software_stack": ", ".join(stack)}
     if engines:
         found["framework"] = ", ".join(engines)

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
 
 INTEGER_KERNELS = frozenset({
     "QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
@@ -193,8 +193,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     ``calibration`` is only touched by ``ort-int8``: a provider with ``arrays(layout)`` and
     ``hash()``.
     """
-    from models import ort_quantize
-    from models.source import fp32_onnx, is_torch_weights
+    from quantmark.models import ort_quantize
+    from quantmark.models.source import fp32_onnx, is_torch_weights
 
     precision = PRECISIONS[name]
     path = options.model_path

@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.errors import SutError, UserError
-from sut.interface import SutOptions
-from sut.onnxruntime import OnnxRuntimeBackend, node_kernel_events
-from sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.onnxruntime import OnnxRuntimeBackend, node_kernel_events
+from quantmark.sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
 
 CPU_EP = "CPUExecutionProvider"
 CUDA_EP = "CUDAExecutionProvider"
@@ -77,7 +77,7 @@ def requested_provider(name: str) -> str:
     try:
         return SUTS[name][0]
     except KeyError:
-        raise UserError(f"sut.onnxruntime_gpu has no SUT {name!r}; it runs "
+        raise UserError(f"{__name__} has no SUT {name!r}; it runs "
                         f"{', '.join(SUTS)}") from None
 
 
@@ -236,9 +236,9 @@ def model_input(path: str | Path) -> tuple[str, tuple[int, ...], int | None]:
 def engine_cache_dir(name: str, artifact: Any, table: Any, batch_range: tuple[int, int]) -> Path:
     """Where the TensorRT provider keeps this SUT's engines: one folder per model, calibration
     table and batch range (ONNX Runtime's own engine names do not cover the table)."""
-    from models.artifacts import dist_version
-    from quantmark.hashing import hash_json
-    from quantmark.paths import cache_dir
+    from quantmark.ground.fingerprint import dist_version
+    from quantmark.ground.hashing import hash_json
+    from quantmark.ground.paths import cache_dir
 
     key = hash_json({"sut": name, "model": artifact.key, "table": getattr(table, "key", None),
                      "batch_range": list(batch_range),
@@ -383,8 +383,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     """Check the provider is there, prepare the ONNX artifact (FP16 copy, calibration table or
     TensorRT QDQ model) and build the backend. ``calibration`` is only read by ``ort-trt-int8``.
     """
-    from models import ort_quantize
-    from models.source import fp32_onnx, is_torch_weights
+    from quantmark.models import ort_quantize
+    from quantmark.models.source import fp32_onnx, is_torch_weights
 
     requested_provider(name)  # unknown names: one line listing the valid ones
     precision = SUTS[name][1]
@@ -406,7 +406,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     elif precision == "int8":
         data = calibration.arrays("NCHW")
         if route == "qdq":
-            from models.trt_build import qdq_onnx_for_tensorrt
+            from quantmark.models.trt_build import qdq_onnx_for_tensorrt
 
             artifact = qdq_onnx_for_tensorrt(fp32, data, calibration.hash())
         else:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
 
 PRECISIONS = {"ov-fp32": "fp32", "ov-bf16": "bf16", "ov-fp16": "fp16", "ov-int8": "int8"}
 #: layer types (CPU plugin names) that do the arithmetic; the rest is data movement
@@ -112,7 +112,7 @@ class OpenVinoBackend(Backend):
         import openvino.properties as props
         import openvino.properties.hint as hints
 
-        from models.ov_convert import make_batch_dynamic
+        from quantmark.models.ov_convert import make_batch_dynamic
 
         core = ov.Core()
         try:
@@ -224,7 +224,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
 
     ``calibration`` is only touched for INT8: a provider with ``arrays(layout)`` and ``hash()``.
     """
-    from models.ov_convert import ov_fp32_ir, ov_int8_ir
+    from quantmark.models.ov_convert import ov_fp32_ir, ov_int8_ir
 
     precision = PRECISIONS[name]
     path = options.model_path

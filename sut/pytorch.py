@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from models import torch_quantize as tq
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models import torch_quantize as tq
+from quantmark.sut.interface import Backend, SutOptions
 
 MODES = {"torch-fp32": "fp32", "torch-bf16": "bf16", "torch-int8": "int8",
          "torch-int8dyn": "int8dyn", "torch-compile": "compile"}
@@ -302,8 +302,8 @@ def _unique_graphs() -> int:
 
 def _check_model_path(path: str | None) -> None:
     """Only torch state_dicts are accepted: other formats get a one-line pointer to their SUTs."""
-    from models.source import is_torch_weights
-    from sut.registry import SUTS
+    from quantmark.models.source import is_torch_weights
+    from quantmark.sut.registry import SUTS
 
     if path is None or is_torch_weights(path):
         return
@@ -324,7 +324,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     ``calibration`` is only read for torch-int8; the other SUTs probe with a seeded input.
     """
     if name not in MODES:
-        raise UserError(f"sut.pytorch has no SUT {name!r}; it runs {', '.join(MODES)}")
+        raise UserError(f"{__name__} has no SUT {name!r}; it runs {', '.join(MODES)}")
     _check_model_path(options.model_path)
     fp32 = tq.fp32_weights(spec, options.model_path)
     mode = MODES[name]

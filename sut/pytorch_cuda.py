@@ -42,11 +42,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from models import torch_quantize as tq
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
-from sut.pytorch import COMPUTE_LAYERS, _check_model_path, _count, _dtype_name, layer_output_dtypes
-from sut.registry import CUDA_GRAPHS_OPTION, check_options, get_sut
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models import torch_quantize as tq
+from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.pytorch import (
+    COMPUTE_LAYERS,
+    _check_model_path,
+    _count,
+    _dtype_name,
+    layer_output_dtypes,
+)
+from quantmark.sut.registry import CUDA_GRAPHS_OPTION, check_options, get_sut
 
 MODES = {"torch-cuda-fp32": "fp32", "torch-cuda-fp16": "fp16", "torch-cuda-bf16": "bf16",
          "torch-cuda-compile": "compile", "torch-cuda-int8": "int8"}
@@ -320,7 +326,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     """Check CUDA (and torchao for int8) first, then load the FP32 state_dict and build the
     backend. ``calibration`` is unused: torchao's int8 quantizes activations per call."""
     if name not in MODES:
-        raise UserError(f"sut.pytorch_cuda has no SUT {name!r}; it runs {', '.join(MODES)}")
+        raise UserError(f"{__name__} has no SUT {name!r}; it runs {', '.join(MODES)}")
     check_options(get_sut(name), options.extra)
     require_cuda(name)
     if MODES[name] == "int8":

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.ground.fingerprint import gpu_present
+from quantmark.ground.fingerprint import package_version as _dist_version
 
 _Options = tuple[tuple[str, tuple[str, ...]], ...]  # (--sut-option key, accepted values) pairs
 
@@ -31,7 +32,9 @@ class SutInfo:
     device: str  # "cpu" or "gpu"
     extra: str  # the setup.py extra that installs the framework
     requires: tuple[str, ...]  # importable module names the SUT needs
-    factory: str | None  # "module:callable" building the SUT; None = not built yet
+    # "module:callable" building the SUT, the module relative to quantmark.sut (".tflite") or
+    # absolute; None = not built yet
+    factory: str | None
     note: str = ""
     # --sut-option KEY=VALUE the SUT reads: (key, accepted values) pairs
     options: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -55,7 +58,7 @@ _TFLITE_OPTIONS = (("tflite_invoke", TFLITE_INVOKE_MODES),)
 
 
 def _tflite(name: str, precision: str) -> SutInfo:
-    return SutInfo(name, "tflite", precision, "cpu", "tflite", _TFLITE, "sut.tflite:create",
+    return SutInfo(name, "tflite", precision, "cpu", "tflite", _TFLITE, ".tflite:create",
                    options=_TFLITE_OPTIONS)
 
 
@@ -90,42 +93,42 @@ _TF_DEVICE = "runs on the GPU when TensorFlow sees one (describe() reports where
 def _ort_gpu(name: str, precision: str, provider: str, options: _Options = ()) -> SutInfo:
     trt = provider == _TRT_EP
     return _gpu(name, "onnxruntime", precision, "ort-trt" if trt else "ort-gpu",
-                _ORT_TRT if trt else _ORT, "sut.onnxruntime_gpu:create", gpu_build=provider,
+                _ORT_TRT if trt else _ORT, ".onnxruntime_gpu:create", gpu_build=provider,
                 options=options)
 
 
 def _torch_cuda(name: str, precision: str, requires: tuple[str, ...] = _TORCH,
                 extra: str = "torch-cuda", options: _Options = ()) -> SutInfo:
-    return _gpu(name, "torch", precision, extra, requires, "sut.pytorch_cuda:create",
+    return _gpu(name, "torch", precision, extra, requires, ".pytorch_cuda:create",
                 gpu_build="torch:cuda", options=options)
 
 
 SUTS: dict[str, SutInfo] = {
     info.name: info
     for info in (
-        _cpu("ort-fp32", "onnxruntime", "fp32", "ort", _ORT, "sut.onnxruntime:create"),
+        _cpu("ort-fp32", "onnxruntime", "fp32", "ort", _ORT, ".onnxruntime:create"),
         _cpu("ort-int8", "onnxruntime", "int8 static (QDQ, per-channel)", "ort", _ORT,
-             "sut.onnxruntime:create"),
-        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT, "sut.onnxruntime:create"),
-        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT, "sut.onnxruntime:create"),
-        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV, "sut.openvino:create"),
-        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV, "sut.openvino:create"),
-        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV, "sut.openvino:create"),
-        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV, "sut.openvino:create"),
+             ".onnxruntime:create"),
+        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT, ".onnxruntime:create"),
+        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT, ".onnxruntime:create"),
+        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV, ".openvino:create"),
+        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV, ".openvino:create"),
+        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV, ".openvino:create"),
+        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV, ".openvino:create"),
         _tflite("tflite-fp32", "fp32"),
         _tflite("tflite-fp16", "fp16 weights"),
         _tflite("tflite-int8dyn", "int8 dynamic range"),
         _tflite("tflite-int8", "int8 full integer"),
-        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH, "sut.pytorch:create"),
-        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH, "sut.pytorch:create"),
-        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH, "sut.pytorch:create"),
-        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH, "sut.pytorch:create"),
-        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH, "sut.pytorch:create"),
-        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF, "sut.tensorflow:create"),
-        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF, "sut.tensorflow:create",
+        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH, ".pytorch:create"),
+        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH, ".pytorch:create"),
+        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH, ".pytorch:create"),
+        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH, ".pytorch:create"),
+        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH, ".pytorch:create"),
+        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF, ".tensorflow:create"),
+        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF, ".tensorflow:create",
              note=_TF_DEVICE),
         _cpu("tf-amp", "tensorflow", "mixed (bf16 CPU / fp16 GPU)", "tf", _TF,
-             "sut.tensorflow:create", note=_TF_DEVICE),
+             ".tensorflow:create", note=_TF_DEVICE),
         _ort_gpu("ort-cuda-fp32", "fp32 (CUDA EP, TF32 off)", _CUDA_EP),
         _ort_gpu("ort-cuda-fp16", "fp16 (CUDA EP)", _CUDA_EP),
         _ort_gpu("ort-trt-fp16", "fp16 (TensorRT EP)", _TRT_EP),
@@ -138,10 +141,10 @@ SUTS: dict[str, SutInfo] = {
                     options=_TORCH_COMPILE_OPTIONS),
         _torch_cuda("torch-cuda-int8", "int8 dynamic (torchao, Linear layers)",
                     ("torch", "torchao"), "torchao"),
-        _gpu("trt-fp32", "tensorrt", "fp32", "trt", _TRT, "sut.tensorrt:create"),
-        _gpu("trt-fp16", "tensorrt", "fp16", "trt", _TRT, "sut.tensorrt:create"),
+        _gpu("trt-fp32", "tensorrt", "fp32", "trt", _TRT, ".tensorrt:create"),
+        _gpu("trt-fp16", "tensorrt", "fp16", "trt", _TRT, ".tensorrt:create"),
         _gpu("trt-int8", "tensorrt", "int8 (calibrator or QDQ)", "trt", _TRT,
-             "sut.tensorrt:create", options=_TRT_INT8_OPTIONS),
+             ".tensorrt:create", options=_TRT_INT8_OPTIONS),
         SutInfo("tftrt-fp16", "tensorflow-tensorrt", "fp16", "gpu", "tf", _TF, None,
                 note="TF-TRT was removed after TensorFlow 2.17; TensorFlow >= 2.18 has no "
                      "TensorRT"),
@@ -174,11 +177,6 @@ def get_sut(name: str) -> SutInfo:
         raise UserError(f"unknown SUT '{name}'; valid SUTs: {', '.join(SUTS)}") from None
 
 
-def gpu_present() -> bool:
-    """An NVIDIA GPU is visible (driver device node); cheap and import-free."""
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
-
-
 # the pip name of a module whose distribution is called otherwise, for the blocker's text
 _DISTRIBUTIONS = {"cuda": "cuda-python", "ai_edge_litert": "ai-edge-litert"}
 
@@ -192,13 +190,6 @@ def _package_dir(module: str) -> Path | None:
     spec = importlib.util.find_spec(module)
     locations = list(spec.submodule_search_locations or []) if spec else []
     return Path(locations[0]) if locations else None
-
-
-def _dist_version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _ships(module: str, subdir: str, stem: str) -> bool:
@@ -298,4 +289,4 @@ def load_factory(info: SutInfo):
     """Import the SUT's module (only now does the framework get imported)."""
     assert info.factory is not None
     module_name, _, attribute = info.factory.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+    return getattr(importlib.import_module(module_name, package=__package__), attribute)

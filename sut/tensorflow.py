@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before tensorflow is first imported
 
@@ -340,7 +340,7 @@ def _gpu_memory_growth() -> None:
 
 def check_model_path(model_path: str | None, model: str) -> None:
     """Only what ``export_saved_model`` converts: state_dict, ONNX, SavedModel directory."""
-    from models.source import is_torch_weights
+    from quantmark.models.source import is_torch_weights
 
     if model_path is None or Path(model_path).is_dir() or is_torch_weights(model_path) \
             or model_path.endswith(".onnx"):
@@ -360,7 +360,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     check_model_path(options.model_path, options.model)
     _gpu_memory_growth()
     _apply_threads(name, options.threads)
-    from models.tf_convert import export_saved_model
+    from quantmark.models.tf_convert import export_saved_model
 
     artifact = export_saved_model(spec, options.model_path)
     return TensorFlowBackend(name, artifact, spec.input_size, options.threads)

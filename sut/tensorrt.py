@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from models.trt_build import BatchProfile
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
-from sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models.trt_build import BatchProfile
+from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.registry import TRT_INT8_ROUTE_OPTION, check_options, get_sut
 
 PRECISIONS = {"trt-fp32": "fp32", "trt-fp16": "fp16", "trt-int8": "int8"}
 #: execution contexts (each with its own stream and buffers) per scenario
@@ -197,7 +197,7 @@ class _Slot:
                  output_name: str, runtime: Any) -> None:
         import ctypes
 
-        from models.cuda_runtime import cuda_call, native_handle
+        from quantmark.models.cuda_runtime import cuda_call, native_handle
 
         self.runtime = runtime
         self.context = engine.create_execution_context()
@@ -225,7 +225,7 @@ class _Slot:
             self.bound_batch = batch
 
     def run(self, batch: np.ndarray) -> np.ndarray:
-        from models.cuda_runtime import cuda_call
+        from quantmark.models.cuda_runtime import cuda_call
 
         runtime, n = self.runtime, len(batch)
         self.bind(n)
@@ -280,7 +280,7 @@ class TensorRTBackend(Backend):
     def load(self) -> None:
         import tensorrt as trt
 
-        from models.cuda_runtime import cuda_runtime
+        from quantmark.models.cuda_runtime import cuda_runtime
 
         runtime = cuda_runtime()
         logger = trt.Logger(trt.Logger.WARNING)
@@ -371,8 +371,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     ``calibration`` is only touched by ``trt-int8``: a provider with ``arrays(layout)`` and
     ``hash()``. ``options.extra["trt_int8_route"]``: "calibrator" (default) or "qdq".
     """
-    from models.source import fp32_onnx
-    from models.trt_build import build_engine, qdq_onnx_for_tensorrt
+    from quantmark.models.source import fp32_onnx
+    from quantmark.models.trt_build import build_engine, qdq_onnx_for_tensorrt
 
     precision = PRECISIONS[name]
     check_options(get_sut(name), options.extra)

@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from models.tflite_convert import SUT_PRECISION, executed_precision, inspect_interpreter
-from quantmark.errors import SutError, UserError
-from sut.interface import Backend, SutOptions
-from sut.registry import TFLITE_INVOKE_MODES
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models.tflite_convert import SUT_PRECISION, executed_precision, inspect_interpreter
+from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.registry import TFLITE_INVOKE_MODES
 
 INVOKE_MODES = TFLITE_INVOKE_MODES
 _REPLACING = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate \(([^)]*)\) "
@@ -309,7 +309,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TFLit
 
     ``calibration`` (``arrays(layout)``, ``hash()``) is only read for tflite-int8 conversion.
     """
-    from models.tflite_convert import prepare_tflite
+    from quantmark.models.tflite_convert import prepare_tflite
 
     invoke = str(options.extra.get("tflite_invoke", "batched"))
     if invoke not in INVOKE_MODES:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.zoo import ModelSpec
-from quantmark.hashing import hash_json
+from quantmark.ground.hashing import hash_json
+from quantmark.models.zoo import ModelSpec
 
 SIZE = 32
 TRAIN_COUNT = 1200  # the rest (597) is the evaluation set

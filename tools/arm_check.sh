@@ -239,7 +239,7 @@ EOF
     say "$facts"
     x86_log=$(ls "$WORK"/x86/*-"$sut"/mobilenetv2/Offline/accuracy/mlperf_log_accuracy.json)
     arm_log=$(ls "$WORK"/arm/*-"$sut"/mobilenetv2/Offline/accuracy/mlperf_log_accuracy.json)
-    (cd "$PROJECT" && "$HOST_PY" -m report.agreement "$x86_log" "$arm_log") \
+    (cd "$PROJECT" && "$HOST_PY" -m quantmark.report.agreement "$x86_log" "$arm_log") \
         >"$WORK/agreement-$sut.txt" 2>&1 || die "x86 and arm64 predictions differ: $(cat "$WORK/agreement-$sut.txt")"
     say "$sut x86 vs arm64 predictions: $(head -1 "$WORK/agreement-$sut.txt")"
 done

@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from audit.configs import audit_config_path  # noqa: E402
+from quantmark.audit.configs import audit_config_path  # noqa: E402
 
 TOTAL = 256
 COST_S = 0.010

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.configs import AUDIT_TESTS, audit_config_path
-from audit.verify import (
+from quantmark.audit.configs import AUDIT_TESTS, audit_config_path
+from quantmark.audit.verify import (
     Score,
     verify,
     verify_test01_accuracy,
     verify_test01_performance,
     verify_test04_performance,
 )
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
 from tests.conftest import ROOT
 
 SCRIPT = Path(__file__).with_name("fake_sut_run.py")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.artifacts import Artifact
-from models.zoo import get_model
+from quantmark.models.artifacts import Artifact
+from quantmark.models.zoo import get_model
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -23,14 +23,14 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def mobilenet_onnx(private_cache: Path) -> Artifact:
-    from models.onnx_export import export_onnx
+    from quantmark.models.onnx_export import export_onnx
 
     return export_onnx(get_model("mobilenetv2"))
 
 
 @pytest.fixture(scope="session")
 def lite0_onnx(private_cache: Path) -> Artifact:
-    from models.onnx_export import export_onnx
+    from quantmark.models.onnx_export import export_onnx
 
     return export_onnx(get_model("efficientnet-lite0"))
 
@@ -38,6 +38,6 @@ def lite0_onnx(private_cache: Path) -> Artifact:
 @pytest.fixture(scope="session")
 def mobilenet_torch() -> torch.nn.Module:
     """The seeded random MobileNetV2, built once (building costs seconds on 2 cores)."""
-    from models.zoo import build_torch_model
+    from quantmark.models.zoo import build_torch_model
 
     return build_torch_model(get_model("mobilenetv2"))[0]

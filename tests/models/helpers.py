@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from models.zoo import ModelSpec
+from quantmark.models.zoo import ModelSpec
 
 
 def preprocess(image: np.ndarray, spec: ModelSpec) -> np.ndarray:

@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from models import torch_classic, torch_efficientnet
-from models.onnx_export import export_onnx
-from models.zoo import (
+from quantmark.models import torch_classic, torch_efficientnet
+from quantmark.models.onnx_export import export_onnx
+from quantmark.models.zoo import (
     MODEL_NAMES,
     TORCHVISION_MEAN,
     TORCHVISION_STD,

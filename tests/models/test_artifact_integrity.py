@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from models.artifacts import MANIFEST, Artifact, artifact_dir, cached_build, load_cached
+from quantmark.models.artifacts import MANIFEST, Artifact, artifact_dir, cached_build, load_cached
 
 WEIGHTS = np.arange(1, 65, dtype=np.float32).reshape(8, 8) / 64
 
@@ -48,7 +48,7 @@ def _run(path: Path) -> np.ndarray:
 
 def _one_warning(caplog: pytest.LogCaptureFixture, *words: str) -> str:
     messages = [r.getMessage() for r in caplog.records
-                if r.name == "models.artifacts" and r.levelno == logging.WARNING]
+                if r.name == "quantmark.models.artifacts" and r.levelno == logging.WARNING]
     assert len(messages) == 1, messages
     assert "\n" not in messages[0] and "rebuilding" in messages[0]
     for word in words:

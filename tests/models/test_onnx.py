@@ -11,11 +11,11 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-from models.artifacts import MANIFEST, Artifact, artifact_dir, cached_build
-from models.onnx_export import export_onnx, load_user_onnx
-from models.ort_quantize import count_qdq_nodes, quantize_key, quantize_static_int8
-from models.zoo import get_model
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.models.artifacts import MANIFEST, Artifact, artifact_dir, cached_build
+from quantmark.models.onnx_export import export_onnx, load_user_onnx
+from quantmark.models.ort_quantize import count_qdq_nodes, quantize_key, quantize_static_int8
+from quantmark.models.zoo import get_model
 from tests.models.helpers import photo_crops
 
 # float32 through 50+ layers with differently ordered reductions: ~1e-5 relative is expected

@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from models import ort_quantize
-from models.source import fp32_onnx
+from quantmark.models import ort_quantize
+from quantmark.models.source import fp32_onnx
 from tests.digits_model import DIGITS_SPEC
 
 

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from models.tf_convert import zero_pad_maxpools_after_relu
+from quantmark.models.tf_convert import zero_pad_maxpools_after_relu
 
 
 def stem(first_op: str) -> onnx.ModelProto:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from skimage import data
 
-from models import torch_nets
-from models.zoo import DEFAULT_MODEL, MODEL_NAMES, build_torch_model, get_model
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.models import torch_nets
+from quantmark.models.zoo import DEFAULT_MODEL, MODEL_NAMES, build_torch_model, get_model
 from tests.models.helpers import photo_crops, preprocess
 
 

@@ -20,7 +20,7 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def builtin_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in dataset, generated once per session (about 5 s) in a session cache."""
-    from qsl.builtin import builtin_dataset_root
+    from quantmark.qsl.builtin import builtin_dataset_root
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QUANTMARK_CACHE", str(tmp_path_factory.mktemp("builtin-cache")))

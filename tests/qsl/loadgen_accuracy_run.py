@@ -13,7 +13,7 @@ from pathlib import Path
 import mlperf_loadgen as lg
 import numpy as np
 
-from qsl.library import QuerySampleLibrary
+from quantmark.qsl.library import QuerySampleLibrary
 
 TOTAL, PERF = 24, 8
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from qsl import open_dataset
-from qsl.builtin import CAL_MAP, LABELS, available_photos, generate
-from qsl.imagenet import ImageFolderDataset, parse_path_list
+from quantmark.qsl import open_dataset
+from quantmark.qsl.builtin import CAL_MAP, LABELS, available_photos, generate
+from quantmark.qsl.imagenet import ImageFolderDataset, parse_path_list
 
 
 def test_builtin_sizes_and_labels(builtin_root: Path) -> None:
@@ -21,7 +21,7 @@ def test_builtin_sizes_and_labels(builtin_root: Path) -> None:
 
 
 def test_open_dataset_none_is_builtin(builtin_root: Path, monkeypatch) -> None:
-    monkeypatch.setattr("qsl.builtin.builtin_dataset_root", lambda: builtin_root)
+    monkeypatch.setattr("quantmark.qsl.builtin.builtin_dataset_root", lambda: builtin_root)
     ds = open_dataset(None)
     assert ds.builtin and ds.root == builtin_root
 
@@ -45,7 +45,7 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_builtin_root_is_reused(builtin_root: Path, monkeypatch) -> None:
-    from qsl import builtin
+    from quantmark.qsl import builtin
 
     monkeypatch.setenv("QUANTMARK_CACHE", str(builtin_root.parent.parent))
     monkeypatch.setattr(builtin, "generate", lambda *a, **k: (_ for _ in ()).throw(AssertionError))

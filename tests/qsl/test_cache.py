@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from qsl import cache
-from qsl.imagenet import ImageFolderDataset
-from qsl.preprocess import PreprocessRecipe, decode_and_crop
+from quantmark.qsl import cache
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.preprocess import PreprocessRecipe, decode_and_crop
 
 
 def test_cache_built_once_and_shared_across_normalisations(tiny_folder: Path) -> None:

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsl import cache, imagenet
-from qsl.imagenet import ImageFolderDataset
-from qsl.preprocess import PreprocessRecipe, decode_and_crop
+from quantmark.qsl import cache, imagenet
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.preprocess import PreprocessRecipe, decode_and_crop
 from tests.qsl.conftest import write_image
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.name == "qsl.cache" and r.levelno == logging.WARNING]
+            if r.name == "quantmark.qsl.cache" and r.levelno == logging.WARNING]
 
 
 def _cache_file(ds: ImageFolderDataset) -> Path:

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsl.calibration import calibration_for
-from qsl.imagenet import ImageFolderDataset
-from qsl.preprocess import PreprocessRecipe
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.qsl.calibration import calibration_for
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.preprocess import PreprocessRecipe
 from tests.qsl.conftest import write_image
 
 

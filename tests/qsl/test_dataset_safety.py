@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from qsl.cache import cached_images
-from qsl.imagenet import ImageFolderDataset
-from qsl.preprocess import PreprocessRecipe, decode_and_crop
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.qsl.cache import cached_images
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.preprocess import PreprocessRecipe, decode_and_crop
 from tests.qsl.conftest import write_image
 
 RECIPE = PreprocessRecipe(resize_short=64, crop=48)

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from qsl import open_dataset
-from qsl.cache import cached_images
-from qsl.imagenet import ImageFolderDataset
-from qsl.preprocess import PreprocessRecipe
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
+from quantmark.qsl import open_dataset
+from quantmark.qsl.cache import cached_images
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.preprocess import PreprocessRecipe
 
 
 def one_line_error(excinfo: pytest.ExceptionInfo[UserError]) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qsl.calibration import calibration_for
-from qsl.imagenet import ImageFolderDataset
-from qsl.library import QuerySampleLibrary, SampleNotLoadedError
-from qsl.preprocess import PreprocessRecipe, decode_and_crop, normalise
+from quantmark.qsl.calibration import calibration_for
+from quantmark.qsl.imagenet import ImageFolderDataset
+from quantmark.qsl.library import QuerySampleLibrary, SampleNotLoadedError
+from quantmark.qsl.preprocess import PreprocessRecipe, decode_and_crop, normalise
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from qsl.preprocess import (
+from quantmark.qsl.preprocess import (
     PreprocessRecipe,
     crop_box,
     decode_and_crop,

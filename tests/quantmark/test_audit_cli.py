@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.configs import APPLIED_MARKER, audit_config_path
+from quantmark.audit.configs import APPLIED_MARKER, audit_config_path
 from tests.conftest import run_cli
 from tests.quantmark.test_cli import tiny_onnx
 

@@ -214,8 +214,8 @@ def test_bad_flag_is_one_line():
 
 
 def test_shipped_user_confs_are_valid():
-    from models.zoo import MODEL_NAMES
-    from scenarios.userconf import parse_user_conf
+    from quantmark.models.zoo import MODEL_NAMES
+    from quantmark.scenarios.userconf import parse_user_conf
 
     confs = sorted((Path(__file__).resolve().parents[2] / "user_confs").glob("*.conf"))
     assert len(confs) == 4
@@ -232,7 +232,7 @@ def test_list_suts_shows_every_sut_and_reasons():
 
 def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tmp_path,
                                                             quantmark_cache):
-    from quantmark.config import RunConfig
+    from quantmark.ground.config import RunConfig
     from tests.conftest import run_python
 
     good = run_cli("--scenario", "Offline", "--sut", "ort-fp32", "--model", "mobilenetv2",
@@ -250,14 +250,14 @@ def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tm
     # goes through the worker path)
     proc = run_python(f"""
         import sys
-        import sut.base
+        import quantmark.sut.base as base
         def broken(self, batch, count):
             raise RuntimeError("injected predict failure")
-        start = sut.base.LoadGenSUT.start
+        start = base.LoadGenSUT.start
         def start_broken(self):
-            sut.base.LoadGenSUT._classify = broken
+            base.LoadGenSUT._classify = broken
             return start(self)
-        sut.base.LoadGenSUT.start = start_broken
+        base.LoadGenSUT.start = start_broken
         from quantmark.runner import main
         sys.exit(main([{str(tmp_path / 'config.json')!r}, {str(tmp_path / 'status.json')!r}]))
     """, timeout=300)

@@ -120,7 +120,7 @@ def _run_with_file_size_limit(args: list[str], limit_bytes: int) -> subprocess.C
 
 
 def test_a_file_in_the_way_inside_the_results_tree_is_named(tmp_path, quantmark_cache):
-    from quantmark.layout import scenario_dir, system_id
+    from quantmark.ground.layout import scenario_dir, system_id
 
     out = tmp_path / "out"
     blocked = scenario_dir(out, system_id(SUT), "efficientnet-lite0", SCENARIO)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from quantmark.config import RunConfig
-from quantmark.errors import SutError
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import SutError
 from quantmark.run_folder import RunFolder
 from tests.conftest import run_python
 
@@ -21,7 +21,7 @@ def _settings(duration_ms: int, queries: int) -> SimpleNamespace:
 
 def test_quick_wall_bound_follows_what_the_run_should_take():
     from quantmark.runner import QUICK_WALL_FACTOR, QUICK_WALL_MIN_S, quick_wall_bound_s
-    from scenarios.settings import Measurement
+    from quantmark.scenarios.settings import Measurement
 
     slow = Measurement(latency_s=1.0, batch_latency_s=4.0, batch_size=8)
     quick = RunConfig(scenario="SingleStream", sut="ort-fp32", model="vgg19")
@@ -99,7 +99,7 @@ def test_a_second_folder_user_is_refused_and_leftovers_of_the_dead_are_cleared(t
         proc = run_python(f"""
             from quantmark.run_folder import RunFolder
             from pathlib import Path
-            from quantmark.errors import UserError
+            from quantmark.ground.errors import UserError
             try:
                 RunFolder(Path({str(final)!r})).open()
             except UserError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quantmark.errors import UserError
+from quantmark.ground.errors import UserError
 from quantmark.sweep_plan import build_spec, cells, expand_suts, load_sweep_file
 
 

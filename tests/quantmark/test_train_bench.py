@@ -162,7 +162,7 @@ def test_framework_not_installed_is_one_line(monkeypatch):
     import importlib.util
 
     from quantmark import train_bench
-    from quantmark.errors import UserError
+    from quantmark.ground.errors import UserError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -174,7 +174,7 @@ def test_framework_not_installed_is_one_line(monkeypatch):
 
 
 def _cuda_skip() -> str | None:
-    from sut.registry import gpu_present
+    from quantmark.sut.registry import gpu_present
 
     if not gpu_present():
         return "needs an NVIDIA GPU (none found)"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.errors import UserError
-from quantmark.paths import component_problem, path_problem
+from quantmark.ground.errors import UserError
+from quantmark.ground.paths import component_problem, path_problem
 from quantmark.validate import available_memory, check_batch_fits, check_model_path
 from tests.conftest import run_cli
 

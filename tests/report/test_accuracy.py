@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantmark.errors import UserError
-from report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
+from quantmark.ground.errors import UserError
+from quantmark.report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
 from tests.conftest import ROOT
 
 
@@ -77,8 +77,8 @@ def test_command_line_writes_accuracy_txt_and_flags_missing(tmp_path):
     log = write_log(tmp_path / "acc.json", [(0, 5), (1, 1), (1, 1)])
     val_map = write_val_map(tmp_path / "val_map.txt", [5, 2, 0])
     out = tmp_path / "accuracy.txt"
-    command = [sys.executable, "-m", "report.accuracy", "--mlperf-accuracy-file", str(log),
-               "--imagenet-val-file", str(val_map), "--output", str(out)]
+    command = [sys.executable, "-m", "quantmark.report.accuracy", "--mlperf-accuracy-file",
+               str(log), "--imagenet-val-file", str(val_map), "--output", str(out)]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text().splitlines()[0] == "accuracy=50.000%, good=1, total=2"

@@ -1,5 +1,5 @@
-"""`python -m report.accuracy` on a malformed accuracy log: one line on stderr and exit 2, never
-a traceback; a response that decodes to NaN is a wrong answer, not a crash."""
+"""`python -m quantmark.report.accuracy` on a malformed accuracy log: one line on stderr and
+exit 2, never a traceback; a response that decodes to NaN is a wrong answer, not a crash."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from report.accuracy import compute_accuracy
+from quantmark.report.accuracy import compute_accuracy
 from tests.conftest import ROOT
 
 GOOD = np.array([3.0], np.float32).tobytes().hex().upper()
@@ -39,7 +39,7 @@ def test_malformed_log_is_one_line_and_exit_2(case, tmp_path):
     val_map = tmp_path / "val_map.txt"
     val_map.write_text("img_0.JPEG 3\nimg_1.JPEG 1\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "report.accuracy", "--mlperf-accuracy-file", str(log),
+        [sys.executable, "-m", "quantmark.report.accuracy", "--mlperf-accuracy-file", str(log),
          "--imagenet-val-file", str(val_map)], capture_output=True, text=True, cwd=ROOT,
         timeout=60)
     assert proc.returncode == 2, proc.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from report.characterize import baseline, family, fingerprint_id, is_fp32, variant
+from quantmark.report.characterize import baseline, family, fingerprint_id, is_fp32, variant
 
 H100 = {"source": "nvml", "driver": "550.54", "cuda_driver_api": "12.4",
         "cuda_runtime_torch": "12.4", "devices": [{"index": 0, "name": "NVIDIA H100",

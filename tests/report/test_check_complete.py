@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from report.loadgen_log import check_complete, read_detail
+from quantmark.report.loadgen_log import check_complete, read_detail
 from tests.report.loadgen_runs import copy_run, cut_before, loadgen_run
 
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from report.accuracy import compute_accuracy
-from report.loadgen_log import LogError, read_detail, summarize_file
-from report.table import to_csv, to_markdown, write_report
+from quantmark.report.accuracy import compute_accuracy
+from quantmark.report.loadgen_log import LogError, read_detail, summarize_file
+from quantmark.report.table import to_csv, to_markdown, write_report
 from tests.conftest import run_python
 
 DUMMY = """

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from quantmark import commands
-from report.loadgen_log import INCOMPLETE, OFFICIAL_METRIC, PERCENTILES
-from report.tables import ordered
+from quantmark.report.loadgen_log import INCOMPLETE, OFFICIAL_METRIC, PERCENTILES
+from quantmark.report.tables import ordered
 from tests.report.loadgen_runs import (
     copy_run,
     cut_before,

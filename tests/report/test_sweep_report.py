@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from report.characterize import pareto_front
+from quantmark.report.characterize import pareto_front
 from tests.conftest import run_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from quantmark.board import parse_throttled, throttling_verdict
-from report.sweep_report import write
+from quantmark.ground.board import parse_throttled, throttling_verdict
+from quantmark.report.sweep_report import write
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs/example-batch-scan/runs/mobilenetv2"

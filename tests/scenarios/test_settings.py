@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.settings import OFFICIAL_OFFLINE_QPS_MARGIN, OFFLINE_QPS_MARGIN
+from quantmark.scenarios.settings import OFFICIAL_OFFLINE_QPS_MARGIN, OFFLINE_QPS_MARGIN
 from tests.conftest import run_json
 
 CODE = """
 import json
-from scenarios.settings import Measurement, SettingsPlan, build_settings
+from quantmark.scenarios.settings import Measurement, SettingsPlan, build_settings
 plan = SettingsPlan(scenario="{scenario}", mode="{mode}", quick={quick}, loadgen_model="{model}",
                     known_models=("resnet50", "mobilenetv2"), user_conf={user_conf!r})
 m = Measurement(latency_s=0.004, batch_latency_s=0.016, batch_size=8)
@@ -96,7 +96,7 @@ def test_accuracy_mode():
 
 
 def test_server_capacity_counts_the_harness_per_query_cost():
-    from scenarios.settings import Measurement
+    from quantmark.scenarios.settings import Measurement
 
     fast = Measurement(latency_s=0.0004, batch_latency_s=0.0004, batch_size=1,
                        query_path_s=0.0014)
@@ -109,7 +109,7 @@ def test_server_capacity_counts_the_harness_per_query_cost():
 def test_offline_expected_qps_comes_from_the_real_path_when_measured():
     """110,719 samples/s from predict alone against 2,659/s through the harness: LoadGen must
     be told the second, or it issues 40x the samples a quick run has time for."""
-    from scenarios.settings import Measurement
+    from quantmark.scenarios.settings import Measurement
 
     fast = Measurement(latency_s=0.0001, batch_latency_s=0.0000723, batch_size=8,
                        path_throughput=2659.0)

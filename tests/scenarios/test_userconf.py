@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quantmark.errors import UserError
-from scenarios.userconf import effective_keys, parse_user_conf
+from quantmark.ground.errors import UserError
+from quantmark.scenarios.userconf import effective_keys, parse_user_conf
 
 MODELS = ("resnet50", "mobilenetv2", "efficientnet-lite0")
 
@@ -98,7 +98,7 @@ def test_values_in_range_are_kept(tmp_path):
 
 
 def test_every_key_has_its_range():
-    from scenarios.userconf import KEYS, RANGES
+    from quantmark.scenarios.userconf import KEYS, RANGES
 
     assert set(RANGES) == set(KEYS)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from submission.system import build_system_json, detect_machine
+from quantmark.submission.system import build_system_json, detect_machine
 
 
 def put(root: Path, rel: str, text: str | bytes) -> Path:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from submission import machine
-from submission.machine import detect_machine
-from submission.system import NA, UNKNOWN, missing_user_fields
+from quantmark.submission import machine
+from quantmark.submission.machine import detect_machine
+from quantmark.submission.system import NA, UNKNOWN, missing_user_fields
 from tests.submission.conftest import build, detect, mountinfo, put
 
 

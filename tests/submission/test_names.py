@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.errors import UserError
-from submission.package import package
+from quantmark.ground.errors import UserError
+from quantmark.submission.package import package
 from tests.conftest import run_cli
 
 

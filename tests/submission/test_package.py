@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.errors import UserError
-from submission.package import MAX_ACCURACY_LOG_BYTES, package, truncate_accuracy_log
-from submission.rules import ScenarioRuns, find_scenarios, scenario_problems
-from submission.system import REQUIRED_KEYS
+from quantmark.ground.errors import UserError
+from quantmark.submission.package import MAX_ACCURACY_LOG_BYTES, package, truncate_accuracy_log
+from quantmark.submission.rules import ScenarioRuns, find_scenarios, scenario_problems
+from quantmark.submission.system import REQUIRED_KEYS
 from tests.conftest import run_cli
 
 

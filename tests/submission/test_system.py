@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from quantmark.errors import UserError
-from submission.system import (
+from quantmark.ground.errors import UserError
+from quantmark.submission.system import (
     NA,
     REQUIRED_KEYS,
     UNKNOWN,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sut.interface import SutOptions
-from sut.registry import FP32_BASELINE, SUTS, availability, load_factory
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.registry import FP32_BASELINE, SUTS, availability, load_factory
 from tests.digits_model import DIGITS_SPEC, ArrayCalibration, top1
 
 CPU_SUTS = [name for name, info in SUTS.items() if info.device == "cpu"]
@@ -103,9 +103,9 @@ def test_broken_calibration_makes_the_check_fail(digits_scores, digits_data, dig
 @pytest.fixture(scope="module")
 def lite0():
     """The built-in photo crops preprocessed for Lite0, and the calibration a run would use."""
-    from models.zoo import get_model
-    from qsl import open_dataset
-    from qsl.library import QuerySampleLibrary
+    from quantmark.models.zoo import get_model
+    from quantmark.qsl import open_dataset
+    from quantmark.qsl.library import QuerySampleLibrary
     from quantmark.runner import CalibrationProvider, recipe_for
 
     spec = get_model("efficientnet-lite0")

@@ -11,8 +11,8 @@ SETUP = """
 import json, os, sys, tempfile, threading, time
 import numpy as np
 import mlperf_loadgen as lg
-from qsl.library import QuerySampleLibrary
-from sut.base import LoadGenSUT
+from quantmark.qsl.library import QuerySampleLibrary
+from quantmark.sut.base import LoadGenSUT
 
 count = {count}
 samples = np.arange(count, dtype=np.float32).reshape(count, 1)
@@ -138,8 +138,8 @@ def test_failing_predict_in_server_ends_the_process():
 def test_query_path_timing_covers_predict_and_the_harness():
     import time
 
-    from qsl.library import QuerySampleLibrary
-    from sut.base import measure_query_path_s
+    from quantmark.qsl.library import QuerySampleLibrary
+    from quantmark.sut.base import measure_query_path_s
 
     qsl = QuerySampleLibrary.from_arrays(np.zeros((4, 1), np.float32), np.zeros(4), 4)
     qsl.load(range(4))
@@ -172,7 +172,7 @@ class _SlowGather:
 def test_offline_path_rate_is_what_the_harness_sustains_not_predict_alone():
     """A model of 0.1 ms a batch behind a 1 ms-a-sample harness: the rate LoadGen is told must
     be the harness's (~1000/s with one worker), or a 5-second quick run lasts minutes."""
-    from sut.base import measure_batch_path_rate
+    from quantmark.sut.base import measure_batch_path_rate
 
     def predict(batch):
         return np.zeros((len(batch), 10), np.float32)
@@ -184,7 +184,7 @@ def test_offline_path_rate_is_what_the_harness_sustains_not_predict_alone():
 
 
 def test_offline_path_rate_reports_a_failing_predict():
-    from sut.base import measure_batch_path_rate
+    from quantmark.sut.base import measure_batch_path_rate
 
     def predict(batch):
         raise RuntimeError("boom")

@@ -18,12 +18,12 @@ import types
 import numpy as np
 import pytest
 
-from quantmark import fingerprint
-from quantmark.errors import SutError, UserError
-from sut import onnxruntime_gpu as ortg
-from sut import tensorflow as tf_sut
-from sut.interface import SutOptions
-from sut.registry import gpu_present
+from quantmark.ground import fingerprint
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut import onnxruntime_gpu as ortg
+from quantmark.sut import tensorflow as tf_sut
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.registry import gpu_present
 from tests.conftest import run_cli
 from tests.digits_model import DIGITS_SPEC, top1
 
@@ -219,7 +219,7 @@ TORCH_CUDA_SUTS = ["torch-cuda-fp32", "torch-cuda-fp16", "torch-cuda-bf16", "tor
 
 
 def _pytorch_cuda():
-    from sut import pytorch_cuda
+    from quantmark.sut import pytorch_cuda
 
     return pytorch_cuda
 
@@ -318,7 +318,7 @@ def test_fingerprint_reads_nvml_and_never_fails(monkeypatch):
         nvmlDeviceGetCudaComputeCapability=lambda h: (9, 0),
         nvmlSystemGetDriverVersion=lambda: "550.54.15",
         nvmlSystemGetCudaDriverVersion=lambda: 12040)
-    monkeypatch.setattr("sut.registry.gpu_present", lambda: True)
+    monkeypatch.setattr("quantmark.sut.registry.gpu_present", lambda: True)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     facts = fingerprint.gpu_facts()
     assert facts["source"] == "nvml" and facts["driver"] == "550.54.15"

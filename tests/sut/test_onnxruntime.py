@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from quantmark.errors import SutError, UserError  # noqa: E402
-from sut.interface import SutOptions  # noqa: E402
-from sut.onnxruntime import create  # noqa: E402
+from quantmark.ground.errors import SutError, UserError  # noqa: E402
+from quantmark.sut.interface import SutOptions  # noqa: E402
+from quantmark.sut.onnxruntime import create  # noqa: E402
 from tests.digits_model import DIGITS_SPEC, top1  # noqa: E402
 
 
@@ -63,7 +63,7 @@ def test_executed_precision_comes_from_the_profiled_run(scores):
 
 
 def test_int8_that_would_run_fp32_fails_loudly(monkeypatch, digits_weights, digits_calibration):
-    from models import ort_quantize
+    from quantmark.models import ort_quantize
 
     monkeypatch.setattr(ort_quantize, "quantize_static_int8", lambda fp32, *a: fp32)
     with pytest.raises(SutError, match="refusing to measure FP32 as INT8"):

@@ -14,8 +14,8 @@ import pytest
 ov = pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
-from quantmark.errors import SutError, UserError  # noqa: E402
-from sut.interface import SutOptions  # noqa: E402
+from quantmark.ground.errors import SutError, UserError  # noqa: E402
+from quantmark.sut.interface import SutOptions  # noqa: E402
 from tests.digits_model import DIGITS_SPEC, top1  # noqa: E402
 
 SUTS = ("ov-fp32", "ov-bf16", "ov-fp16", "ov-int8")
@@ -23,7 +23,7 @@ SUTS = ("ov-fp32", "ov-bf16", "ov-fp16", "ov-int8")
 
 def _create(name: str, weights: Path | str | None, calibration: Any,
             scenario: str = "Offline", threads: int = 0):
-    from sut.openvino import create
+    from quantmark.sut.openvino import create
 
     options = SutOptions(model=DIGITS_SPEC.name, scenario=scenario, threads=threads,
                          model_path=str(weights) if weights else None)
@@ -96,7 +96,7 @@ def test_executed_precision(backends: dict[str, Any]) -> None:
 
 def test_int8_refuses_fp32_model(monkeypatch: pytest.MonkeyPatch, digits_weights: Path,
                                  digits_calibration: Any) -> None:
-    import models.ov_convert as ov_convert
+    import quantmark.models.ov_convert as ov_convert
 
     monkeypatch.setattr(ov_convert, "ov_int8_ir", lambda fp32, *_args: fp32)
     backend = _create("ov-int8", digits_weights, digits_calibration)

@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from quantmark.errors import SutError, UserError  # noqa: E402
-from sut.interface import SutOptions  # noqa: E402
-from sut.pytorch import MODES, create  # noqa: E402
+from quantmark.ground.errors import SutError, UserError  # noqa: E402
+from quantmark.sut.interface import SutOptions  # noqa: E402
+from quantmark.sut.pytorch import MODES, create  # noqa: E402
 from tests.digits_model import DIGITS_SPEC, ArrayCalibration, top1  # noqa: E402
 
 BATCH = 8
@@ -178,8 +178,8 @@ def test_compile_never_recompiles_after_load(digits_weights):
 
     record = run_json(f"""
         import json
-        from sut.interface import SutOptions
-        from sut.pytorch import create
+        from quantmark.sut.interface import SutOptions
+        from quantmark.sut.pytorch import create
         from tests.digits_model import DIGITS_SPEC, load_digits_data
         x = load_digits_data().eval_x
         options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", batch_size={BATCH},

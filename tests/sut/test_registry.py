@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quantmark.errors import UserError
-from sut import registry
+from quantmark.ground.errors import UserError
+from quantmark.sut import registry
 from tests.conftest import run_json
 
 
@@ -55,7 +55,7 @@ def test_every_fp32_baseline_is_a_known_sut():
 def test_listing_imports_no_framework():
     result = run_json("""
         import json, sys
-        from sut.registry import SUTS, availability
+        from quantmark.sut.registry import SUTS, availability
         rows = [availability(info) for info in SUTS.values()]
         heavy = [m for m in ("onnxruntime", "torch", "tensorflow", "openvino") if m in sys.modules]
         print(json.dumps({"heavy": heavy, "count": len(rows)}))
@@ -149,7 +149,7 @@ def test_a_cpu_onnxruntime_over_onnxruntime_gpu_is_named(monkeypatch):
 def test_gpu_suts_factories_options_and_baselines():
     suts = registry.SUTS
     for name in ("trt-fp32", "trt-fp16", "trt-int8"):
-        assert suts[name].factory == "sut.tensorrt:create"
+        assert suts[name].factory == ".tensorrt:create"
         assert suts[name].requires == ("tensorrt", "cuda", "onnx", "onnxruntime")
         assert suts[name].extra == "trt"
     assert suts["trt-int8"].options == (("trt_int8_route", ("calibrator", "qdq")),)

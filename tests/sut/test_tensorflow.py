@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantmark.errors import SutError, UserError
-from sut.interface import SutOptions
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import SutOptions
 from tests.conftest import run_cli, run_json
 from tests.digits_model import DIGITS_SPEC, DigitsData, top1
 from tests.sut.saved_models import saved_model_scores, tiny_image_folder, tiny_saved_model
@@ -26,7 +26,7 @@ from tests.sut.saved_models import saved_model_scores, tiny_image_folder, tiny_s
 pytest.importorskip("tensorflow")
 pytest.importorskip("onnx2tf")
 
-from sut import tensorflow as tf_sut  # noqa: E402 - only once TensorFlow is known present
+from quantmark.sut import tensorflow as tf_sut  # noqa: E402 - only once TensorFlow is known present
 
 ATOL = 1e-4
 
@@ -138,8 +138,8 @@ def test_amp_runs_bf16_within_one_point(digits_weights: Path, digits_data: Digit
     result = run_json(f"""
         import json
         import numpy as np
-        from sut.interface import SutOptions
-        from sut.tensorflow import create
+        from quantmark.sut.interface import SutOptions
+        from quantmark.sut.tensorflow import create
         from tests.digits_model import DIGITS_SPEC, load_digits_data, top1
         options = SutOptions(model="digits-cnn", scenario="Offline", threads=1,
                              model_path={str(digits_weights)!r})

@@ -16,15 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import cuda_runtime, trt_build, trt_calibration
-from models.artifacts import Artifact
-from models.trt_build import BatchProfile, engine_cache_key
-from models.trt_calibration import CalibrationBatcher, CalibrationCache, calibration_cache_path
-from quantmark.errors import SutError, UserError
-from sut import tensorrt as trt_sut
-from sut.interface import SutOptions
-from sut.registry import gpu_present
-from sut.tensorrt import TensorRTBackend, layer_precisions, plan_buffers
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models import cuda_runtime, trt_build, trt_calibration
+from quantmark.models.artifacts import Artifact
+from quantmark.models.trt_build import BatchProfile, engine_cache_key
+from quantmark.models.trt_calibration import (
+    CalibrationBatcher,
+    CalibrationCache,
+    calibration_cache_path,
+)
+from quantmark.sut import tensorrt as trt_sut
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.registry import gpu_present
+from quantmark.sut.tensorrt import TensorRTBackend, layer_precisions, plan_buffers
 
 # --------------------------------------------------------------------------- cache keys
 
@@ -542,7 +546,7 @@ def test_qdq_model_has_the_form_tensorrt_accepts(digits_weights, digits_calibrat
     import onnxruntime as ort
     from onnx import numpy_helper
 
-    from models.source import fp32_onnx
+    from quantmark.models.source import fp32_onnx
     from tests.digits_model import DIGITS_SPEC, top1
 
     fp32 = fp32_onnx(DIGITS_SPEC, str(digits_weights))

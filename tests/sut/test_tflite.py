@@ -19,10 +19,10 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
-from models.tflite_convert import load_user_tflite  # noqa: E402
-from quantmark.errors import SutError, UserError  # noqa: E402
-from sut.interface import SutOptions  # noqa: E402
-from sut.tflite import (  # noqa: E402
+from quantmark.ground.errors import SutError, UserError  # noqa: E402
+from quantmark.models.tflite_convert import load_user_tflite  # noqa: E402
+from quantmark.sut.interface import SutOptions  # noqa: E402
+from quantmark.sut.tflite import (  # noqa: E402
     TFLiteBackend,
     create,
     delegation,
@@ -126,7 +126,7 @@ def test_uint8_input_model(scores, digits_weights, digits_data, digits_calibrati
                            tmp_path) -> None:
     """A full-integer model with uint8 input and output (zero point ~128) runs as tflite-int8."""
     tf = pytest.importorskip("tensorflow")
-    from models.tf_convert import export_saved_model
+    from quantmark.models.tf_convert import export_saved_model
 
     saved = export_saved_model(DIGITS_SPEC, digits_weights)  # cached by the fixture
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved.path.parent))
@@ -231,8 +231,8 @@ import sys
 for blocked in ("tensorflow", "onnx2tf", "torch", "onnx", "onnxruntime"):
     sys.modules[blocked] = None  # importing any of them now raises ImportError
 import numpy as np
-from sut.interface import SutOptions
-from sut.tflite import create
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.tflite import create
 from tests.digits_model import DIGITS_SPEC
 options = SutOptions(model="digits-cnn", scenario="Offline", threads=1, model_path={str(user)!r})
 backend = create("tflite-int8", options, DIGITS_SPEC, None)

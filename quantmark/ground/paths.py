@@ -74,7 +74,7 @@ def _stat_problem(path: Path, exc: OSError) -> str:
 def require_path(path: str | Path, what: str, fix: str, want: str = "file") -> None:
     """Raise a one-line UserError ``"<what> <path> <problem>; <fix>"`` unless ``path`` can be
     read as a ``want`` ("file" or "folder")."""
-    from quantmark.errors import UserError
+    from quantmark.ground.errors import UserError
 
     problem = path_problem(path, want)
     if problem is not None:
@@ -105,7 +105,7 @@ def component_problem(name: str) -> str | None:
 
 def require_component(name: str, what: str) -> str:
     """``name`` when it is a safe single path component; otherwise a one-line UserError."""
-    from quantmark.errors import UserError
+    from quantmark.ground.errors import UserError
 
     problem = component_problem(name)
     if problem is not None:

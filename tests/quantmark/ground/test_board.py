@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.board import board_facts, parse_throttled, thermal_snapshot, throttling_verdict
-from quantmark.fingerprint import cpu_model
+from quantmark.ground.board import (
+    board_facts,
+    parse_throttled,
+    thermal_snapshot,
+    throttling_verdict,
+)
+from quantmark.ground.fingerprint import cpu_model
 
 CPUFREQ = "sys/devices/system/cpu/cpu0/cpufreq"
 # a 64-bit Raspberry Pi OS /proc/cpuinfo names no model: only the implementer and part

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.locks import FileLock, LockHeld
+from quantmark.ground.locks import FileLock, LockHeld
 
 PR_SET_CHILD_SUBREAPER = 36
 
 
 def _holder(path: Path) -> subprocess.Popen:
     """A process that takes the lock, says so, and sleeps."""
-    code = ("import sys, time\nfrom quantmark.locks import FileLock\n"
+    code = ("import sys, time\nfrom quantmark.ground.locks import FileLock\n"
             f"FileLock({str(path)!r}).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
@@ -101,7 +101,7 @@ def test_a_holder_whose_file_was_replaced_starts_over(tmp_path):
 
 
 def _grandchild(path: Path) -> str:
-    return ("import time\nfrom quantmark.locks import FileLock\n"
+    return ("import time\nfrom quantmark.ground.locks import FileLock\n"
             f"FileLock({str(path)!r}).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n")
 
 

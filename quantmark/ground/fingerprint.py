@@ -1,7 +1,9 @@
-"""What a result was measured on: software versions and the machine."""
+"""What a result was measured on: software versions and the machine. Each fact is looked up
+once per process (the GPU probed once, each distribution's version read once)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -10,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import quantmark
-from quantmark.board import board_facts
+from quantmark.ground.board import board_facts
+from quantmark.ground.version import VERSION
 
 
 def cpu_model(root: Path = Path("/")) -> str:
@@ -47,11 +49,25 @@ def cpu_flags() -> list[str]:
     return []
 
 
+@functools.cache
 def package_version(name: str) -> str | None:
+    """An installed distribution's version from its metadata, without importing the package
+    (a cache lookup must not pay a framework's import); None when it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def dist_version(name: str, missing: str = "absent") -> str:
+    """``package_version`` with a word for "not installed", for cache keys and records."""
+    return package_version(name) or missing
+
+
+@functools.cache
+def gpu_present() -> bool:
+    """An NVIDIA GPU is visible (driver device node); cheap and import-free."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
 
 
 def machine() -> dict[str, Any]:
@@ -73,8 +89,6 @@ def gpu_facts() -> dict[str, Any] | None:
     """The NVIDIA GPUs (model, memory, compute capability), driver and CUDA versions, or None
     when there is none. From NVML (nvidia-ml-py) when importable, else from torch when this
     process already runs torch with CUDA; never imports a framework, never fails."""
-    from sut.registry import gpu_present
-
     if not gpu_present():
         return None
     try:
@@ -140,7 +154,7 @@ def _torch_facts() -> dict[str, Any] | None:
 
 
 def software(frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
-    versions = {"quantmark": quantmark.__version__,
+    versions = {"quantmark": VERSION,
                 "mlcommons-loadgen": package_version("mlcommons-loadgen"),
                 "numpy": package_version("numpy")}
     for name in frameworks:
