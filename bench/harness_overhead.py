@@ -54,7 +54,7 @@ def _real_backend(model: str, threads: int):
     from quantmark.models.zoo import get_model
     from quantmark.qsl import open_dataset
     from quantmark.qsl.library import QuerySampleLibrary
-    from quantmark.runner import recipe_for
+    from quantmark.qsl.preprocess import recipe_for
     from quantmark.sut.interface import SutOptions
     from quantmark.sut.onnxruntime import create
 
@@ -130,7 +130,8 @@ def part_single_stream(model: str, threads: int, seconds: float,
     import mlperf_loadgen as lg
     import numpy as np
 
-    from quantmark.sut.base import LoadGenSUT, time_predict
+    from quantmark.sut.base import LoadGenSUT
+    from quantmark.sut.warmup import time_predict
 
     backend, qsl = _real_backend(model, threads)
     warm = list(range(64))  # cycle real samples: timing can depend on the data (denormals)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,10 +21,12 @@ from quantmark.ground.hashing import hash_json
 from .builtin import CAL_MAP
 from .cache import load_or_build
 from .imagenet import ImageFolderDataset, content_hashes, parse_path_list
-from .preprocess import PreprocessRecipe, normalise
+from .preprocess import PreprocessRecipe, normalise, recipe_for
 
 DEFAULT_COUNT = 500  # MLPerf ResNet-50 calibration list size
 DEFAULT_SEED = 0
+# images the runner's calibration set holds: the built-in split's, or out of an ImageNet folder
+CALIBRATION_COUNT = {"builtin": 256, "imagenet": 500}
 
 
 @dataclass
@@ -156,3 +159,43 @@ def _held_out(
     items = [dataset.all_items[i][0] for i in pick]
     dataset.hold_out(items)
     return CalibrationSet(dataset.root, items, "held out from dataset", count, seed, recipe)
+
+
+class CalibrationProvider:
+    """Calibration data for INT8 SUTs, chosen before the QSL exists and decoded only on use.
+
+    The same images are held out of an ImageNet folder whatever the SUT, so FP32 and INT8 are
+    scored on the same evaluation set: at most 500 (MLPerf's calibration list size), at most a
+    tenth of the folder. ``--calibration-list`` holds nothing out.
+    """
+
+    def __init__(self, dataset: ImageFolderDataset, spec: Any, list_file: str | None) -> None:
+        if dataset.builtin:
+            count = CALIBRATION_COUNT["builtin"]
+        else:  # a hold-out size; a --calibration-list uses all its entries instead
+            count = min(CALIBRATION_COUNT["imagenet"], len(dataset) // 10)
+        self._dataset_size = len(dataset)
+        self._set = None
+        if count > 0 or list_file:
+            self._set = calibration_for(dataset, count=max(count, 1), seed=0,
+                                        list_file=list_file, recipe=recipe_for(spec, "NCHW"))
+
+    def _require(self):
+        if self._set is None:
+            raise UserError(f"the dataset has only {self._dataset_size} images, too few to hold "
+                            "out calibration images; pass --calibration-list FILE")
+        return self._set
+
+    def arrays(self, layout: str):
+        """float32 calibration batch in ``layout`` (the set itself is kept NCHW)."""
+        data = self._require().arrays()
+        return data if layout == "NCHW" else np.ascontiguousarray(data.transpose(0, 2, 3, 1))
+
+    def hash(self) -> str:
+        return self._require().hash()
+
+    def describe(self) -> dict[str, Any] | None:
+        if self._set is None:
+            return None
+        return {"source": self._set.source, "count": self._set.count, "seed": self._set.seed,
+                "hash": self._set.hash(), "items_sample": self._set.items[:5]}

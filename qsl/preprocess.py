@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
@@ -151,3 +151,9 @@ def normalise(images: np.ndarray, recipe: PreprocessRecipe) -> np.ndarray:
         np.subtract(arr, np.asarray(recipe.mean, np.float32), out=out, dtype=np.float32)
         out *= np.asarray(scale, np.float32)
     return out[0] if single else out
+
+
+def recipe_for(spec: Any, layout: str) -> PreprocessRecipe:
+    """A model's preprocessing (its ``ModelSpec``: resize, crop, mean/std) in ``layout``."""
+    return PreprocessRecipe(resize_short=spec.resize_short, crop=spec.input_size,
+                            mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)

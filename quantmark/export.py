@@ -46,8 +46,9 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
     """Build and write each SUT's artifact and record; returns the written model files."""
     from quantmark.models.zoo import get_model
     from quantmark.qsl import open_dataset
+    from quantmark.qsl.calibration import CalibrationProvider
+    from quantmark.qsl.preprocess import recipe_for
     from quantmark.record import uses_calibration
-    from quantmark.runner import CalibrationProvider, recipe_for
     from quantmark.sut.interface import SutOptions
     from quantmark.sut.registry import load_factory, require_available
 

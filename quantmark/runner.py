@@ -9,7 +9,6 @@ interrupted run never destroys an earlier good one.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import threading
 import time
@@ -18,116 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError, environment_fault
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.layout import run_dir, system_id
+from quantmark.models.zoo import MODEL_NAMES, get_model
+from quantmark.qsl import open_dataset
+from quantmark.qsl.calibration import CalibrationProvider
+from quantmark.qsl.library import QuerySampleLibrary
+from quantmark.qsl.preprocess import recipe_for
 from quantmark.record import record
 from quantmark.run_folder import RunFolder
+from quantmark.scenarios.settings import BuiltSettings, Measurement, SettingsPlan, build_settings
+from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.registry import load_factory, require_available
+from quantmark.sut.warmup import measure
 
-WARMUP_SECONDS = 1.0  # per measured batch shape
 # A quick performance run's LoadGen window may last this many times what it should take (at
 # least QUICK_WALL_MIN_S): a SUT far slower than its warm-up estimate fails instead of running
 # for many minutes. A 2-core machine shared with other work ran quick runs 4-5x slower than
 # their warm-up; the seed issue's fast model took 47x.
 QUICK_WALL_FACTOR = 12
 QUICK_WALL_MIN_S = 120.0
-CALIBRATION_COUNT = {"builtin": 256, "imagenet": 500}
-
-
-class CalibrationProvider:
-    """Calibration data for INT8 SUTs, chosen before the QSL exists and decoded only on use.
-
-    The same images are held out of an ImageNet folder whatever the SUT, so FP32 and INT8 are
-    scored on the same evaluation set: at most 500 (MLPerf's calibration list size), at most a
-    tenth of the folder. ``--calibration-list`` holds nothing out.
-    """
-
-    def __init__(self, dataset: Any, spec: Any, list_file: str | None) -> None:
-        from quantmark.qsl.calibration import calibration_for
-
-        if dataset.builtin:
-            count = CALIBRATION_COUNT["builtin"]
-        else:  # a hold-out size; a --calibration-list uses all its entries instead
-            count = min(CALIBRATION_COUNT["imagenet"], len(dataset) // 10)
-        self._dataset_size = len(dataset)
-        self._set = None
-        if count > 0 or list_file:
-            self._set = calibration_for(dataset, count=max(count, 1), seed=0,
-                                        list_file=list_file, recipe=recipe_for(spec, "NCHW"))
-
-    def _require(self):
-        if self._set is None:
-            raise UserError(f"the dataset has only {self._dataset_size} images, too few to hold "
-                            "out calibration images; pass --calibration-list FILE")
-        return self._set
-
-    def arrays(self, layout: str):
-        """float32 calibration batch in ``layout`` (the set itself is kept NCHW)."""
-        data = self._require().arrays()
-        return data if layout == "NCHW" else np.ascontiguousarray(data.transpose(0, 2, 3, 1))
-
-    def hash(self) -> str:
-        return self._require().hash()
-
-    def describe(self) -> dict[str, Any] | None:
-        if self._set is None:
-            return None
-        return {"source": self._set.source, "count": self._set.count, "seed": self._set.seed,
-                "hash": self._set.hash(), "items_sample": self._set.items[:5]}
-
-
-def recipe_for(spec: Any, layout: str):
-    from quantmark.qsl.preprocess import PreprocessRecipe
-
-    return PreprocessRecipe(resize_short=spec.resize_short, crop=spec.input_size,
-                            mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
-
-
-def measure(backend: Any, qsl: Any, batch_size: int, scenario: str, workers: int,
-            times: dict[str, float] | None = None):
-    """Warm up, then time batch 1 and batch ``batch_size`` on real samples; for Offline also
-    the rate of the real batch path with ``workers`` busy, and for Server single-sample queries
-    through the worker path. ``times["warmup_s"]`` gets the warm-up's duration: where a
-    framework compiles on first use (torch.compile, XLA), that is its compile time. A predict
-    that fails here is the SUT's failure (exit 3), not a crash."""
-    indices = list(range(min(qsl.total_count, max(batch_size, 8))))
-    qsl.load(indices)
-    try:
-        return _measure_loaded(backend, qsl, indices, batch_size, scenario, workers,
-                               times if times is not None else {})
-    except (UserError, SutError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - any framework error is the SUT's
-        raise SutError(f"predict failed in the warm-up measurement: {exc!r}") from exc
-    finally:
-        qsl.unload(indices)
-
-
-def _measure_loaded(backend: Any, qsl: Any, indices: list[int], batch_size: int,
-                    scenario: str, workers: int, times: dict[str, float]):
-    from quantmark.scenarios.settings import Measurement
-    from quantmark.sut.base import measure_batch_path_rate, measure_query_path_s, time_predict
-
-    one = qsl.batch(indices[:1])
-    full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
-    started = time.perf_counter()
-    backend.warmup(full)
-    times["warmup_s"] = time.perf_counter() - started
-    latency = statistics.median(time_predict(backend.predict, one, WARMUP_SECONDS))
-    batch_latency = (latency if batch_size == 1 else
-                     statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
-    query_path = (statistics.median(measure_query_path_s(backend.predict, qsl, indices[0],
-                                                         WARMUP_SECONDS))
-                  if scenario == "Server" else 0.0)
-    path_rate = (measure_batch_path_rate(backend.predict, qsl, indices, batch_size=batch_size,
-                                         workers=workers, seconds=WARMUP_SECONDS,
-                                         batch_latency_s=batch_latency)
-                 if scenario == "Offline" else 0.0)
-    return Measurement(latency_s=latency, batch_latency_s=batch_latency, batch_size=batch_size,
-                       query_path_s=query_path, path_throughput=path_rate)
 
 
 @dataclass
@@ -158,15 +69,10 @@ class Ran:
     thermal_after: dict[str, Any]
 
 
-def prepare(config: RunConfig) -> Prepared:
-    """Build the SUT (artifact prepared or taken from the cache), the QSL and the settings."""
-    from quantmark.models.zoo import MODEL_NAMES, get_model
-    from quantmark.qsl import open_dataset
-    from quantmark.qsl.library import QuerySampleLibrary
-    from quantmark.scenarios.settings import SettingsPlan, build_settings
-    from quantmark.sut.interface import SutOptions
-    from quantmark.sut.registry import load_factory, require_available
-
+def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Backend,
+                                          dict[str, float]]:
+    """The model, the SUT's registry entry, the dataset, the calibration set and the loaded
+    backend (its artifact prepared or taken from the cache), with what that took."""
     spec = get_model(config.model)
     info = require_available(config.sut)
     dataset = open_dataset(config.dataset_path)
@@ -181,17 +87,28 @@ def prepare(config: RunConfig) -> Prepared:
     start = time.perf_counter()
     backend.load()
     times["load_s"] = time.perf_counter() - start
+    return spec, info, dataset, calibration, backend, times
 
+
+def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySampleLibrary,
+                  times: dict[str, float]) -> tuple[int, Measurement, BuiltSettings]:
+    """Workers, the warm-up measurement, and LoadGen's TestSettings made from them."""
     # OpenVINO's throughput mode runs several streams: it needs that many requests in flight
-    workers = config.workers or max(1, int(getattr(backend, "preferred_workers", 1)))
-    qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
-                                          spec.performance_sample_count)
+    workers = config.workers or max(1, int(backend.preferred_workers))
     measurement = measure(backend, qsl, config.batch_size, config.scenario, workers, times)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,
                         quick_min_duration_ms=config.quick_duration_ms, workers=workers)
-    built = build_settings(plan, measurement)
+    return workers, measurement, build_settings(plan, measurement)
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Build the SUT, open the QSL, plan the settings: everything before LoadGen starts."""
+    spec, info, dataset, calibration, backend, times = build_sut(config)
+    qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
+                                          spec.performance_sample_count)
+    workers, measurement, built = plan_settings(config, spec, backend, qsl, times)
     return Prepared(spec, info, dataset, calibration, backend, qsl, workers, measurement, built,
                     times)
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from quantmark.models.artifacts import Artifact
 
 
 @dataclass
@@ -26,11 +29,34 @@ class SutOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class Calibration(Protocol):
+    """The calibration set a static INT8 path quantizes with (the runner's
+    ``qsl.calibration.CalibrationProvider``): decoded only when a SUT asks."""
+
+    def arrays(self, layout: str) -> np.ndarray:
+        """float32 calibration batch in ``layout`` ("NCHW" or "NHWC")."""
+
+    def hash(self) -> str:
+        """Identity of the calibration data (list, preprocessing, image content)."""
+
+    def describe(self) -> dict[str, Any] | None:
+        """Source, count, seed and hash, as results.json records them."""
+
+
 class Backend(ABC):
-    """A framework at a precision: load once, warm up, predict batches, describe what ran."""
+    """A framework at a precision: load once, warm up, predict batches, describe what ran.
+
+    Built by its registry entry's factory, ``create(name, SutOptions, ModelSpec, Calibration)``.
+    The runner reads the members below and nothing else."""
 
     #: the data layout the backend wants its input in ("NCHW" or "NHWC")
     layout: str = "NCHW"
+    #: the model file it runs and where that came from (set by the constructor)
+    artifact: Artifact
+    #: the model's class index minus this is the dataset's label (1 for TF-slim's 1001 classes)
+    label_offset: int = 0
+    #: requests in flight the framework wants (OpenVINO's throughput streams; known after load)
+    preferred_workers: int = 1
 
     @abstractmethod
     def load(self) -> None:

@@ -105,8 +105,9 @@ def lite0():
     """The built-in photo crops preprocessed for Lite0, and the calibration a run would use."""
     from quantmark.models.zoo import get_model
     from quantmark.qsl import open_dataset
+    from quantmark.qsl.calibration import CalibrationProvider
     from quantmark.qsl.library import QuerySampleLibrary
-    from quantmark.runner import CalibrationProvider, recipe_for
+    from quantmark.qsl.preprocess import recipe_for
 
     spec = get_model("efficientnet-lite0")
     dataset = open_dataset(None)
