@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -34,8 +33,8 @@ log = logging.getLogger(__name__)
 
 
 def progress(msg: str) -> None:
-    """One progress line on stderr for a slow, one-off build step (export, convert, quantize)."""
-    print(f"[quantmark.models] {msg}", file=sys.stderr, flush=True)
+    """One progress line for a slow, one-off build step (export, convert, quantize)."""
+    log.info(msg)
 
 
 MANIFEST = "artifact.json"

@@ -13,8 +13,8 @@ miss the object, which is what keeps accuracy below 100 %), aspect, flip, size a
 from __future__ import annotations
 
 import importlib.util
+import logging
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,8 @@ from PIL import Image, ImageEnhance
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_text, hash_json
 from quantmark.ground.paths import cache_dir
+
+log = logging.getLogger(__name__)
 
 # Bump when generation changes: the folder name changes with it, so old copies are not reused.
 BUILTIN_VERSION = 1
@@ -105,8 +107,8 @@ def builtin_dataset_root() -> Path:
     if (root / "val_map.txt").is_file():
         return root
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    print(f"[quantmark.qsl] generating the built-in dataset ({EVAL_COUNT} + {CAL_COUNT} crops of "
-          f"{len(photos)} photos, one-off) into {root} ...", file=sys.stderr, flush=True)
+    log.info("generating the built-in dataset (%d + %d crops of %d photos, one-off) into %s ...",
+             EVAL_COUNT, CAL_COUNT, len(photos), root)
     try:
         generate(tmp, photos)
         try:

@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -178,8 +177,8 @@ def _build(
     ]
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     try:
-        print(f"[quantmark.qsl] preprocessing {n} images (resize, crop) with {workers} "
-              f"processes into the cache, once ...", file=sys.stderr, flush=True)
+        log.info("preprocessing %d images (resize, crop) with %d processes into the cache, "
+                 "once ...", n, workers)
         with tqdm(total=n, desc="preprocessing", unit="img", disable=None) as bar:
             if workers == 1:
                 results = map(_fill_rows, tasks)

@@ -183,7 +183,9 @@ def _key_values(items: list[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     from quantmark import commands
+    from quantmark.ground import logs
 
+    logs.setup()
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv[:1] == ["submission"]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground import logs
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError, environment_fault
 from quantmark.ground.hashing import atomic_write_json
@@ -227,6 +228,7 @@ def _write_status(path: Path, status: str, run_dir_: str | None, results: dict[s
 
 
 def main(argv: list[str]) -> int:
+    logs.setup()
     config_path, status_path = Path(argv[0]), Path(argv[1])
     config = RunConfig.load(config_path)
     try:
