@@ -83,8 +83,6 @@ def train_torch(job: Job) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from quantmark.models.zoo import get_model
-
     gpu = job.device == "gpu" or (job.device == "auto" and torch.cuda.is_available())
     if gpu and not torch.cuda.is_available():
         raise UserError("--device gpu: torch sees no CUDA GPU here; use --device cpu or auto")
@@ -95,11 +93,7 @@ def train_torch(job: Job) -> dict[str, Any]:
     if job.threads:
         torch.set_num_threads(job.threads)
     built = time.perf_counter()
-    torch.manual_seed(SEED)
-    model = get_model(job.model).builder(NUM_CLASSES).to(device).train()
-    gen = torch.Generator().manual_seed(SEED)
-    images = torch.randn(batch, 3, job.image_size, job.image_size, generator=gen).to(device)
-    labels = torch.randint(0, NUM_CLASSES, (batch,), generator=gen).to(device)
+    model, images, labels = _torch_model_and_batch(torch, job, device, batch)
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
     loss_fn = nn.CrossEntropyLoss()
     scaler = torch.amp.GradScaler("cuda") if amp and gpu else None
@@ -140,19 +134,43 @@ def train_torch(job: Job) -> dict[str, Any]:
     executed = ("fp32" if not amp else "fp16 autocast + GradScaler" if gpu
                 else "bf16 autocast")
     return {
-        **measured, "device": "gpu" if gpu else "cpu",
-        "device_name": torch.cuda.get_device_name() if gpu else cpu_model(),
+        **measured, **_torch_facts(torch, gpu, device, amp, amp_dtype, scaler),
         "batch_size": batch, "executed_precision": executed, "build_s": build_s,
         "rss_before_training_mb": rss_before, "memory": memory,
         "architecture": f"quantmark models zoo {job.model} (torch, random init seed {SEED})",
-        "layout": "NCHW", "threads": torch.get_num_threads(), "cudnn_benchmark": gpu,
-        "amp": {"enabled": amp, "dtype": str(amp_dtype).removeprefix("torch.") if amp else None,
-                "mechanism": f"torch.autocast({device.type!r}, {amp_dtype})" if amp else None,
-                "grad_scaler": scaler is not None,
-                "final_loss_scale": scaler.get_scale() if scaler is not None else None,
-                "evidence": evidence},
-        "software": {"torch": torch.__version__, "cuda": torch.version.cuda if gpu else None},
+        "amp": {**_torch_amp(amp, amp_dtype, device, scaler), "evidence": evidence},
     }
+
+
+def _torch_model_and_batch(torch: Any, job: Job, device: Any, batch: int
+                           ) -> tuple[Any, Any, Any]:
+    """The zoo's torch network (seeded) in training mode and one seeded synthetic batch."""
+    from quantmark.models.zoo import get_model
+
+    torch.manual_seed(SEED)
+    model = get_model(job.model).builder(NUM_CLASSES).to(device).train()
+    gen = torch.Generator().manual_seed(SEED)
+    images = torch.randn(batch, 3, job.image_size, job.image_size, generator=gen).to(device)
+    labels = torch.randint(0, NUM_CLASSES, (batch,), generator=gen).to(device)
+    return model, images, labels
+
+
+def _torch_facts(torch: Any, gpu: bool, device: Any, amp: bool, amp_dtype: Any,
+                 scaler: Any) -> dict[str, Any]:
+    """Where torch trained and with which software."""
+    return {"device": "gpu" if gpu else "cpu",
+            "device_name": torch.cuda.get_device_name() if gpu else cpu_model(),
+            "layout": "NCHW", "threads": torch.get_num_threads(), "cudnn_benchmark": gpu,
+            "software": {"torch": torch.__version__,
+                         "cuda": torch.version.cuda if gpu else None}}
+
+
+def _torch_amp(amp: bool, amp_dtype: Any, device: Any, scaler: Any) -> dict[str, Any]:
+    """How torch's mixed precision was set up (autocast dtype, GradScaler)."""
+    return {"enabled": amp, "dtype": str(amp_dtype).removeprefix("torch.") if amp else None,
+            "mechanism": f"torch.autocast({device.type!r}, {amp_dtype})" if amp else None,
+            "grad_scaler": scaler is not None,
+            "final_loss_scale": scaler.get_scale() if scaler is not None else None}
 
 
 def train_tf(job: Job) -> dict[str, Any]:
@@ -161,17 +179,7 @@ def train_tf(job: Job) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    if job.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(job.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(job.threads)
-    gpus = tf.config.list_physical_devices("GPU")
-    if job.device == "gpu" and not gpus:
-        raise UserError("--device gpu: TensorFlow sees no GPU here; use --device cpu or auto")
-    gpu = bool(gpus) and job.device != "cpu"
-    if not gpu:
-        tf.config.set_visible_devices([], "GPU")
-    for found in gpus if gpu else []:
-        tf.config.experimental.set_memory_growth(found, True)
+    gpu, gpus = _tf_device(tf, job)
     batch = job.batch_size or (32 if gpu else 8)
     amp = job.precision == "amp"
     policy = "float32" if not amp else "mixed_float16" if gpu else "mixed_bfloat16"
@@ -179,18 +187,7 @@ def train_tf(job: Job) -> dict[str, Any]:
     keras.mixed_precision.set_global_policy(policy)
     keras.utils.set_random_seed(SEED)
     size = job.image_size
-    base = getattr(keras.applications, KERAS_APPS[job.model])(
-        weights=None, input_shape=(size, size, 3), classes=NUM_CLASSES,
-        classifier_activation=None)
-    # logits back to float32 for the loss, as the mixed-precision guide does
-    outputs = keras.layers.Activation("linear", dtype="float32")(base.output)
-    model = keras.Model(base.input, outputs)
-    optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
-    if policy == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    # XLA off: the same plain graph for both precisions, and no minutes of compiling on a CPU
-    model.compile(optimizer=optimizer, jit_compile=False,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = _keras_model(keras, job, policy)
     rng = np.random.default_rng(SEED)
     with tf.device("/GPU:0" if gpu else "/CPU:0"):
         images = tf.constant(rng.standard_normal((batch, size, size, 3), dtype=np.float32))
@@ -216,18 +213,58 @@ def train_tf(job: Job) -> dict[str, Any]:
               else cpu_memory())
     executed = ("fp32" if not amp else "mixed_float16 + LossScaleOptimizer" if gpu
                 else "mixed_bfloat16")
-    details = tf.config.experimental.get_device_details(gpus[0]) if gpu else {}
     return {
-        **measured, "device": "gpu" if gpu else "cpu",
-        "device_name": details.get("device_name", "GPU") if gpu else cpu_model(),
-        "batch_size": batch, "executed_precision": executed, "build_s": build_s,
+        **measured, **_tf_facts(tf, keras, gpu, gpus), "batch_size": batch,
+        "executed_precision": executed, "build_s": build_s,
         "rss_before_training_mb": rss_before, "memory": memory,
         "architecture": f"keras.applications.{KERAS_APPS[job.model]} (weights=None, seed "
-                        f"{SEED})", "layout": "NHWC", "jit_compile": False,
-        "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                    "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
+                        f"{SEED})",
         "amp": {"enabled": amp, "dtype": policy.removeprefix("mixed_") if amp else None,
                 "mechanism": f"keras mixed precision policy {policy}" if amp else None,
                 "grad_scaler": policy == "mixed_float16", "evidence": evidence},
-        "software": {"tensorflow": tf.__version__, "keras": keras.__version__},
     }
+
+
+def _tf_device(tf: Any, job: Job) -> tuple[bool, list[Any]]:
+    """Threads and the device TensorFlow trains on: (on a GPU, the GPUs it sees)."""
+    if job.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(job.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(job.threads)
+    gpus = tf.config.list_physical_devices("GPU")
+    if job.device == "gpu" and not gpus:
+        raise UserError("--device gpu: TensorFlow sees no GPU here; use --device cpu or auto")
+    gpu = bool(gpus) and job.device != "cpu"
+    if not gpu:
+        tf.config.set_visible_devices([], "GPU")
+    for found in gpus if gpu else []:
+        tf.config.experimental.set_memory_growth(found, True)
+    return gpu, gpus
+
+
+def _keras_model(keras: Any, job: Job, policy: str) -> Any:
+    """The Keras application, compiled with SGD (loss-scaled under mixed_float16)."""
+    size = job.image_size
+    base = getattr(keras.applications, KERAS_APPS[job.model])(
+        weights=None, input_shape=(size, size, 3), classes=NUM_CLASSES,
+        classifier_activation=None)
+    # logits back to float32 for the loss, as the mixed-precision guide does
+    outputs = keras.layers.Activation("linear", dtype="float32")(base.output)
+    model = keras.Model(base.input, outputs)
+    optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    # XLA off: the same plain graph for both precisions, and no minutes of compiling on a CPU
+    model.compile(optimizer=optimizer, jit_compile=False,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _tf_facts(tf: Any, keras: Any, gpu: bool, gpus: list[Any]) -> dict[str, Any]:
+    """Where TensorFlow trained, its threads and software."""
+    details = tf.config.experimental.get_device_details(gpus[0]) if gpu else {}
+    return {"device": "gpu" if gpu else "cpu",
+            "device_name": details.get("device_name", "GPU") if gpu else cpu_model(),
+            "layout": "NHWC", "jit_compile": False,
+            "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
+            "software": {"tensorflow": tf.__version__, "keras": keras.__version__}}
