@@ -52,7 +52,7 @@ def prepare() -> tuple[Any, list[Any], list[Path]]:
     from quantmark.qsl.calibration import CalibrationProvider
     from quantmark.qsl.preprocess import recipe_for
     from quantmark.sut.interface import SutOptions
-    from quantmark.sut.onnxruntime import create
+    from quantmark.sut.onnxruntime.backend import create
 
     spec = get_model(MODEL)
     dataset = open_dataset(None)

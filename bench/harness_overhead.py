@@ -56,7 +56,7 @@ def _real_backend(model: str, threads: int):
     from quantmark.qsl.library import QuerySampleLibrary
     from quantmark.qsl.preprocess import recipe_for
     from quantmark.sut.interface import SutOptions
-    from quantmark.sut.onnxruntime import create
+    from quantmark.sut.onnxruntime.backend import create
 
     spec = get_model(model)
     backend = create("ort-fp32", SutOptions(model=model, scenario="Offline", threads=threads),

@@ -49,7 +49,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
         "machine": {**fingerprint.machine(), "thermal": {
             "before": ran.thermal_before, "after": ran.thermal_after,
             **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
-        "software": fingerprint.software((info.framework,)),
+        "software": fingerprint.software(info.distributions),
     }
     if config.audit:
         results["audit"] = {"test": config.audit, "config": str(ran.audit_config),

@@ -14,9 +14,7 @@ from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import UserError
 from quantmark.ground.paths import path_problem, require_path
 
-#: frameworks whose SUTs also take a TensorFlow SavedModel directory as --model-path
-SAVED_MODEL_FRAMEWORKS = ("tensorflow", "tflite")
-SAVED_MODEL_FILE = "saved_model.pb"  # models.tf_convert's; importing it here costs seconds
+SAVED_MODEL_FILE = "saved_model.pb"  # models.saved_model's; importing it here costs seconds
 #: a batch's float32 input is held a few times over (the batch, the SUT's copy, the
 #: framework's): the memory a batch needs at the very least, as a multiple of its input
 BATCH_MEMORY_FACTOR = 4
@@ -79,9 +77,10 @@ def validate_inputs(dataset_path: str | None, calibration_list: str | None,
 
 def check_model_path(model_path: str, model: str, sut: str) -> None:
     """A model file, or for the TensorFlow and TFLite SUTs a SavedModel directory."""
-    from quantmark.sut.registry import get_sut
+    from quantmark.sut.registry import FRAMEWORKS, get_sut
 
-    takes_folders = get_sut(sut).framework in SAVED_MODEL_FRAMEWORKS
+    framework = FRAMEWORKS.get(get_sut(sut).framework)  # its folder says (FrameworkInfo)
+    takes_folders = bool(framework and framework.model_folders)
     problem = path_problem(model_path)
     if problem is None:
         return

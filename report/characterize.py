@@ -21,6 +21,7 @@ from quantmark.report.accuracy import decode_predictions
 from quantmark.report.agreement import agree
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
 from quantmark.report.training import load as load_training
+from quantmark.sut.info import SutInfo
 
 SWEEP_MANIFEST = "sweep.json"
 # results.json "times" keys the runner itself writes; every other key is an artifact's
@@ -106,24 +107,45 @@ class Study:
         return list(dict.fromkeys(tuple(getattr(c, n) for n in names) for c in self.configs))
 
 
+def _known(sut: str) -> SutInfo | None:
+    """The registry's entry for ``sut``; None for a name it does not know (results written by an
+    older quantmark, or by a framework plugin not installed here)."""
+    from quantmark.sut.registry import SUTS
+
+    return SUTS.get(sut)
+
+
 def family(sut: str) -> str:
     """The framework (and device) part of a SUT name: ``ort`` of ``ort-int8``, ``ort-cuda`` of
-    ``ort-cuda-fp16``."""
-    return sut.rsplit("-", 1)[0]
+    ``ort-cuda-fp16``. As its framework declares it; an unknown name up to its last dash."""
+    info = _known(sut)
+    return info.family if info else sut.rsplit("-", 1)[0]
 
 
 def variant(sut: str) -> str:
     """The precision part of a SUT name (``int8`` of ``ort-int8``, ``fp16`` of
-    ``torch-cuda-fp16``)."""
+    ``torch-cuda-fp16``). As its framework declares it; an unknown name after its last dash."""
+    info = _known(sut)
+    if info:
+        return info.variant
     return sut.rsplit("-", 1)[1] if "-" in sut else sut
 
 
 def baseline(results: dict[str, Any]) -> str:
     """The FP32 SUT a run is compared with, as the runner recorded it: its framework's FP32 on
-    the same device (``ort-trt-int8`` -> ``ort-cuda-fp32``); ``<family>-fp32`` for results
-    written before the runner recorded it."""
+    the same device (``ort-trt-int8`` -> ``ort-cuda-fp32``). For results written before the
+    runner recorded it: the registry's baseline of a known SUT, else ``<family>-fp32``."""
     sut = results.get("sut", {})
-    return sut.get("fp32_baseline") or f"{family(str(sut.get('name', '')))}-fp32"
+    name = str(sut.get("name", ""))
+    if sut.get("fp32_baseline"):
+        return str(sut["fp32_baseline"])
+    if _known(name):
+        from quantmark.sut.registry import fp32_baseline
+
+        found = fp32_baseline(name)
+        if found:
+            return found
+    return f"{family(name)}-fp32"
 
 
 def is_fp32(sut: str) -> bool:

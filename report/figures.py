@@ -19,10 +19,12 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
+from quantmark.sut.registry import variant_order  # noqa: E402
 
 PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p97",
                      "99.00": "p99", "99.90": "p99.9"}
-VARIANT_ORDER = ("fp32", "fp16", "bf16", "int8", "int8dyn", "compile", "xla", "amp")
+# the precisions' column order: every framework's own order, merged (quantmark.sut.registry)
+VARIANT_ORDER = variant_order()
 PALETTE = plt.get_cmap("tab10")
 # one colour per framework, one line style per precision: fp32 solid, int8 dotted
 LINE_STYLE = {"fp32": "-", "int8": ":", "fp16": "--", "bf16": "--", "int8dyn": "-."}

@@ -1,10 +1,14 @@
 """Every SUT name quantmark knows, and whether this machine can run it.
 
-The registry is plain data: looking a name up never imports a framework. ``availability``
-checks installed packages with ``importlib.util.find_spec`` and package metadata, the GPU with
-the driver's device files, and a GPU build of a framework by the files it ships (ONNX Runtime's
-CUDA/TensorRT provider libraries, torch's CUDA library), so ``--list-suts`` is fast, works with
-no framework installed at all, and names every blocker with its fix.
+The registry collects what each framework folder declares as plain data: every sub-package of
+``quantmark.sut`` with a ``suts`` module (``sut/onnxruntime/suts.py`` ...), found with pkgutil,
+and every module named in the ``quantmark.frameworks`` entry-point group by an installed
+distribution (a framework living outside quantmark). Only those data modules are imported, never
+a framework: ``availability`` checks installed packages with ``importlib.util.find_spec`` and
+package metadata, the GPU with the driver's device files, and a GPU build of a framework by the
+files it ships (ONNX Runtime's CUDA/TensorRT provider libraries, torch's CUDA library), so
+``--list-suts`` is fast, works with no framework installed at all, and names every blocker with
+its fix. ``load_factory`` imports the framework, when a run builds its SUT.
 """
 
 from __future__ import annotations
@@ -12,153 +16,105 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-from dataclasses import dataclass
+import logging
+import pkgutil
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import gpu_present
 from quantmark.ground.fingerprint import package_version as _dist_version
+from quantmark.sut.info import FrameworkInfo, SutInfo
 
-_Options = tuple[tuple[str, tuple[str, ...]], ...]  # (--sut-option key, accepted values) pairs
+__all__ = ["ENTRY_POINT_GROUP", "FP32_BASELINE", "FRAMEWORKS", "GPU_FP32_BASELINE", "SUTS",
+           "FrameworkInfo", "SutInfo", "availability", "check_options", "fp32_baseline",
+           "get_sut", "load_factory", "require_available", "variant_order"]
 
+log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class SutInfo:
-    """One framework x precision x device combination."""
-
-    name: str
-    framework: str
-    precision: str
-    device: str  # "cpu" or "gpu"
-    extra: str  # the setup.py extra that installs the framework
-    requires: tuple[str, ...]  # importable module names the SUT needs
-    # "module:callable" building the SUT, the module relative to quantmark.sut (".tflite") or
-    # absolute; None = not built yet
-    factory: str | None
-    note: str = ""
-    # --sut-option KEY=VALUE the SUT reads: (key, accepted values) pairs
-    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # a GPU build the SUT needs beyond importable modules: an ONNX Runtime execution provider
-    # ("ort:CUDAExecutionProvider") or torch's CUDA build ("torch:cuda"): _gpu_build_blocker
-    gpu_build: str = ""
-
-    @property
-    def implemented(self) -> bool:
-        return self.factory is not None
+#: the entry-point group through which a distribution adds a framework: each entry point names
+#: a plain-data module declaring ``FRAMEWORK`` (or "module:attribute" naming the FrameworkInfo)
+ENTRY_POINT_GROUP = "quantmark.frameworks"
+DATA_MODULE = "suts"  # sut/<framework>/suts.py
 
 
-def _cpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
-         factory: str | None = None, note: str = "") -> SutInfo:
-    return SutInfo(name, framework, precision, "cpu", extra, requires, factory, note)
+def builtin_data_modules() -> list[str]:
+    """``quantmark.sut.<folder>.suts`` of every framework folder, in folder order. Finding a
+    ``suts`` module imports only its (empty) package ``__init__``."""
+    package = importlib.import_module(__package__)
+    names = []
+    for found in pkgutil.iter_modules(package.__path__, f"{__package__}."):
+        module = f"{found.name}.{DATA_MODULE}"
+        if found.ispkg and importlib.util.find_spec(module) is not None:
+            names.append(module)
+    return names
 
 
-# TFLite's invoke modes: the batch in one invoke, or one invoke per sample at batch 1
-TFLITE_INVOKE_MODES = ("batched", "per-sample")
-_TFLITE_OPTIONS = (("tflite_invoke", TFLITE_INVOKE_MODES),)
+def plugin_data_modules() -> list[importlib.metadata.EntryPoint]:
+    """The ``quantmark.frameworks`` entry points of the installed distributions."""
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                  key=lambda point: point.name)
 
 
-def _tflite(name: str, precision: str) -> SutInfo:
-    return SutInfo(name, "tflite", precision, "cpu", "tflite", _TFLITE, ".tflite:create",
-                   options=_TFLITE_OPTIONS)
+def _load(module_name: str, attribute: str) -> tuple[FrameworkInfo, str]:
+    """The FrameworkInfo a data module declares, and the package its relative factories
+    resolve against."""
+    module = importlib.import_module(module_name)
+    framework = getattr(module, attribute, None)
+    if not isinstance(framework, FrameworkInfo):
+        raise TypeError(f"{module_name}.{attribute} is not a quantmark.sut.info.FrameworkInfo")
+    return framework, module.__package__ or ""
 
 
-def _gpu(name: str, framework: str, precision: str, extra: str, requires: tuple[str, ...],
-         factory: str | None = None, note: str = "", gpu_build: str = "",
-         options: _Options = ()) -> SutInfo:
-    return SutInfo(name, framework, precision, "gpu", extra, requires, factory, note, options,
-                   gpu_build)
+def _declared() -> list[tuple[FrameworkInfo, str]]:
+    """Every framework: the built-in folders (their errors are bugs, raised), then the plugins
+    (a broken one is logged and skipped, so the others still list and run)."""
+    frameworks = [_load(name, "FRAMEWORK") for name in builtin_data_modules()]
+    for point in plugin_data_modules():
+        try:
+            frameworks.append(_load(point.module, point.attr or "FRAMEWORK"))
+        except Exception as exc:  # noqa: BLE001 - a third party's module: any failure
+            log.warning("framework plugin %r (%s) not loaded: %s", point.name, point.value, exc)
+    return frameworks
 
 
-_ORT = ("onnxruntime", "onnx")
-_OV = ("openvino", "nncf")
-_TFLITE = ("ai_edge_litert",)
-_TF = ("tensorflow", "onnx2tf")
-_TORCH = ("torch",)
-_TRT = ("tensorrt", "cuda", "onnx", "onnxruntime")  # cuda: cuda-python
-_ORT_TRT = ("onnxruntime", "onnx", "tensorrt")
-
-# INT8 with TensorRT: a calibration table (implicit quantization: TensorRT's calibrator for
-# trt-int8, ONNX Runtime's for ort-trt-int8) or a symmetric QDQ model (explicit quantization)
-TRT_INT8_ROUTE_OPTION = "trt_int8_route"
-TRT_INT8_ROUTES = ("calibrator", "qdq")
-_TRT_INT8_OPTIONS = ((TRT_INT8_ROUTE_OPTION, TRT_INT8_ROUTES),)
-# torch-cuda-compile: CUDA graphs captured over the compiled model, or plain compiled calls
-CUDA_GRAPHS_OPTION = "cuda_graphs"
-TORCH_CUDA_GRAPHS = ("on", "off")
-_TORCH_COMPILE_OPTIONS = ((CUDA_GRAPHS_OPTION, TORCH_CUDA_GRAPHS),)
-_CUDA_EP, _TRT_EP = "ort:CUDAExecutionProvider", "ort:TensorrtExecutionProvider"
-_TF_DEVICE = "runs on the GPU when TensorFlow sees one (describe() reports where the ops ran)"
-
-
-def _ort_gpu(name: str, precision: str, provider: str, options: _Options = ()) -> SutInfo:
-    trt = provider == _TRT_EP
-    return _gpu(name, "onnxruntime", precision, "ort-trt" if trt else "ort-gpu",
-                _ORT_TRT if trt else _ORT, ".onnxruntime_gpu:create", gpu_build=provider,
-                options=options)
+def collect() -> tuple[dict[str, FrameworkInfo], dict[str, SutInfo]]:
+    """(framework name -> FrameworkInfo, SUT name -> SutInfo): CPU SUTs before GPU SUTs, each
+    in its framework's rank order, then as declared. A name declared twice keeps its first
+    declaration (built-in before plugins) and logs the second."""
+    frameworks: dict[str, FrameworkInfo] = {}
+    suts: dict[str, SutInfo] = {}
+    position: dict[str, tuple[bool, int, int]] = {}
+    for framework, package in _declared():
+        if framework.name in frameworks:
+            log.warning("framework %r declared twice; keeping the first", framework.name)
+            continue
+        frameworks[framework.name] = framework
+        for info in framework.suts:
+            if info.name in suts:
+                log.warning("SUT %r declared twice; keeping %s's", info.name,
+                            suts[info.name].framework)
+                continue
+            suts[info.name] = replace(info, package=package, distributions=(
+                info.distributions or framework.distributions))
+            position[info.name] = (info.device != "cpu", framework.rank, len(position))
+    ranked = sorted(frameworks.values(), key=lambda framework: framework.rank)
+    return ({framework.name: framework for framework in ranked},
+            {name: suts[name] for name in sorted(suts, key=position.__getitem__)})
 
 
-def _torch_cuda(name: str, precision: str, requires: tuple[str, ...] = _TORCH,
-                extra: str = "torch-cuda", options: _Options = ()) -> SutInfo:
-    return _gpu(name, "torch", precision, extra, requires, ".pytorch_cuda:create",
-                gpu_build="torch:cuda", options=options)
-
-
-SUTS: dict[str, SutInfo] = {
-    info.name: info
-    for info in (
-        _cpu("ort-fp32", "onnxruntime", "fp32", "ort", _ORT, ".onnxruntime:create"),
-        _cpu("ort-int8", "onnxruntime", "int8 static (QDQ, per-channel)", "ort", _ORT,
-             ".onnxruntime:create"),
-        _cpu("ort-fp16", "onnxruntime", "fp16", "ort", _ORT, ".onnxruntime:create"),
-        _cpu("ort-int8dyn", "onnxruntime", "int8 dynamic", "ort", _ORT, ".onnxruntime:create"),
-        _cpu("ov-fp32", "openvino", "fp32", "openvino", _OV, ".openvino:create"),
-        _cpu("ov-bf16", "openvino", "bf16", "openvino", _OV, ".openvino:create"),
-        _cpu("ov-fp16", "openvino", "fp16", "openvino", _OV, ".openvino:create"),
-        _cpu("ov-int8", "openvino", "int8 (NNCF)", "openvino", _OV, ".openvino:create"),
-        _tflite("tflite-fp32", "fp32"),
-        _tflite("tflite-fp16", "fp16 weights"),
-        _tflite("tflite-int8dyn", "int8 dynamic range"),
-        _tflite("tflite-int8", "int8 full integer"),
-        _cpu("torch-fp32", "torch", "fp32", "torch", _TORCH, ".pytorch:create"),
-        _cpu("torch-bf16", "torch", "bf16 autocast", "torch", _TORCH, ".pytorch:create"),
-        _cpu("torch-int8", "torch", "int8 static (x86)", "torch", _TORCH, ".pytorch:create"),
-        _cpu("torch-int8dyn", "torch", "int8 dynamic", "torch", _TORCH, ".pytorch:create"),
-        _cpu("torch-compile", "torch", "fp32 torch.compile", "torch", _TORCH, ".pytorch:create"),
-        _cpu("tf-fp32", "tensorflow", "fp32", "tf", _TF, ".tensorflow:create"),
-        _cpu("tf-xla", "tensorflow", "fp32 XLA", "tf", _TF, ".tensorflow:create",
-             note=_TF_DEVICE),
-        _cpu("tf-amp", "tensorflow", "mixed (bf16 CPU / fp16 GPU)", "tf", _TF,
-             ".tensorflow:create", note=_TF_DEVICE),
-        _ort_gpu("ort-cuda-fp32", "fp32 (CUDA EP, TF32 off)", _CUDA_EP),
-        _ort_gpu("ort-cuda-fp16", "fp16 (CUDA EP)", _CUDA_EP),
-        _ort_gpu("ort-trt-fp16", "fp16 (TensorRT EP)", _TRT_EP),
-        _ort_gpu("ort-trt-int8", "int8 (TensorRT EP: calibration table or QDQ)", _TRT_EP,
-                 _TRT_INT8_OPTIONS),
-        _torch_cuda("torch-cuda-fp32", "fp32 (TF32 off)"),
-        _torch_cuda("torch-cuda-fp16", "fp16 (model and input .half())"),
-        _torch_cuda("torch-cuda-bf16", "bf16 (model and input bfloat16)"),
-        _torch_cuda("torch-cuda-compile", "fp32 torch.compile + CUDA graphs",
-                    options=_TORCH_COMPILE_OPTIONS),
-        _torch_cuda("torch-cuda-int8", "int8 dynamic (torchao, Linear layers)",
-                    ("torch", "torchao"), "torchao"),
-        _gpu("trt-fp32", "tensorrt", "fp32", "trt", _TRT, ".tensorrt:create"),
-        _gpu("trt-fp16", "tensorrt", "fp16", "trt", _TRT, ".tensorrt:create"),
-        _gpu("trt-int8", "tensorrt", "int8 (calibrator or QDQ)", "trt", _TRT,
-             ".tensorrt:create", options=_TRT_INT8_OPTIONS),
-        SutInfo("tftrt-fp16", "tensorflow-tensorrt", "fp16", "gpu", "tf", _TF, None,
-                note="TF-TRT was removed after TensorFlow 2.17; TensorFlow >= 2.18 has no "
-                     "TensorRT"),
-    )
-}
-
-
+FRAMEWORKS, SUTS = collect()
 # Each framework's FP32 SUT: the baseline its other precisions are compared with.
-FP32_BASELINE: dict[str, str] = {"onnxruntime": "ort-fp32", "openvino": "ov-fp32",
-                                 "tflite": "tflite-fp32", "torch": "torch-fp32",
-                                 "tensorflow": "tf-fp32", "tensorrt": "trt-fp32"}
+FP32_BASELINE: dict[str, str] = {f.name: f.fp32_baseline for f in FRAMEWORKS.values()
+                                 if f.fp32_baseline}
 # The same on the GPU: a GPU SUT is compared with its framework's FP32 on the GPU.
-GPU_FP32_BASELINE: dict[str, str] = {"onnxruntime": "ort-cuda-fp32", "torch": "torch-cuda-fp32",
-                                     "tensorrt": "trt-fp32"}
+GPU_FP32_BASELINE: dict[str, str] = {f.name: f.gpu_fp32_baseline for f in FRAMEWORKS.values()
+                                     if f.gpu_fp32_baseline}
+# the pip name of a module whose distribution is called otherwise, for the blocker's text
+_PIP_NAMES: dict[str, str] = {module: dist for f in FRAMEWORKS.values()
+                              for module, dist in f.pip_names.items()}
 
 
 def fp32_baseline(name: str) -> str | None:
@@ -177,8 +133,22 @@ def get_sut(name: str) -> SutInfo:
         raise UserError(f"unknown SUT '{name}'; valid SUTs: {', '.join(SUTS)}") from None
 
 
-# the pip name of a module whose distribution is called otherwise, for the blocker's text
-_DISTRIBUTIONS = {"cuda": "cuda-python", "ai_edge_litert": "ai-edge-litert"}
+def variant_order() -> tuple[str, ...]:
+    """Every framework's variants in one order the figures' shared axis can use: each
+    framework's own order is kept (fp32 before fp16 before int8 ...), and variants free to go
+    either way come in framework rank order. Two frameworks ordering a pair both ways (a cycle)
+    are resolved by taking the variant seen first."""
+    orders = [framework.variant_order for framework in FRAMEWORKS.values()]
+    seen = list(dict.fromkeys(v for order in orders for v in order))
+    before: dict[str, set[str]] = {v: set() for v in seen}
+    for order in orders:
+        for index, later in enumerate(order):
+            before[later].update(order[:index])
+    merged: list[str] = []
+    while len(merged) < len(seen):
+        ready = [v for v in seen if v not in merged and before[v] <= set(merged)]
+        merged.append(ready[0] if ready else next(v for v in seen if v not in merged))
+    return tuple(merged)
 
 
 def _missing_modules(modules: tuple[str, ...]) -> list[str]:
@@ -239,24 +209,25 @@ def _gpu_build_blocker(info: SutInfo) -> str | None:
 
 def availability(info: SutInfo) -> tuple[bool, str]:
     """(can run here, why not): every blocker, each naming its fix where there is one."""
-    if info.framework == "tensorflow-tensorrt":
-        return False, info.note
+    if info.unavailable:
+        return False, info.unavailable
     blockers: list[str] = []
     if not info.implemented:
         blockers.append("not built yet in this quantmark version")
     if info.device == "gpu" and not gpu_present():
         blockers.append("needs an NVIDIA GPU (none found)")
     missing = _missing_modules(info.requires)
-    if "torchao" in missing:  # the one maintained INT8 path of torch on a GPU
-        blockers.append("needs torchao (pip install torchao) and a CUDA GPU")
-        missing.remove("torchao")
+    for module, hint in info.missing_hints:  # torchao: the one INT8 path of torch on a GPU
+        if module in missing:
+            blockers.append(hint)
+            missing.remove(module)
     # the framework is there but is its CPU build: the blocker names the fix (same extra)
     kind = info.gpu_build.partition(":")[0]
     module = "onnxruntime" if kind == "ort" else kind
     build = _gpu_build_blocker(info) if kind and module not in missing else None
     if missing:
         fix = "" if build else f": pip install 'quantmark[{info.extra}]'"
-        names = [_DISTRIBUTIONS.get(module, module) for module in missing]
+        names = [_PIP_NAMES.get(module, module) for module in missing]
         blockers.append(f"{', '.join(names)} not installed{fix}")
     if build:
         blockers.append(build)
@@ -285,8 +256,12 @@ def check_options(info: SutInfo, options: dict[str, str]) -> None:
                             f"{', '.join(accepted[key])}")
 
 
-def load_factory(info: SutInfo):
-    """Import the SUT's module (only now does the framework get imported)."""
-    assert info.factory is not None
+def load_factory(info: SutInfo) -> Callable[..., Any]:
+    """Import the SUT's module (only now does the framework get imported). A relative module
+    (".backend:create") resolves against the package that declared the SUT: the framework's
+    folder for a built-in one, the plugin's own package for one from an entry point."""
+    if info.factory is None:
+        raise UserError(f"SUT '{info.name}' is not built yet in this quantmark version")
     module_name, _, attribute = info.factory.partition(":")
-    return getattr(importlib.import_module(module_name, package=__package__), attribute)
+    module = importlib.import_module(module_name, package=info.package or __package__)
+    return getattr(module, attribute)

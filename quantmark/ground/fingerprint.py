@@ -153,13 +153,16 @@ def _torch_facts() -> dict[str, Any] | None:
             "cuda_runtime_torch": torch.version.cuda, "devices": devices}
 
 
-def software(frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
+def software(distributions: tuple[str, ...] = ()) -> dict[str, Any]:
+    """quantmark's, LoadGen's and numpy's versions, and those of ``distributions`` that are
+    installed: the pip names a framework declares (``FrameworkInfo.distributions``), so a GPU
+    build under its own name (onnxruntime-gpu) or a companion (torchao) is recorded where it
+    is there and nothing is guessed here."""
     versions = {"quantmark": VERSION,
                 "mlcommons-loadgen": package_version("mlcommons-loadgen"),
                 "numpy": package_version("numpy")}
-    for name in frameworks:
-        versions[name] = package_version(name)
-        gpu_build = package_version(f"{name}-gpu")  # onnxruntime-gpu installs "onnxruntime"
-        if gpu_build:
-            versions[f"{name}-gpu"] = gpu_build
+    for name in distributions:
+        version = package_version(name)
+        if version:
+            versions[name] = version
     return versions

@@ -29,13 +29,6 @@ def mobilenet_onnx(private_cache: Path) -> Artifact:
 
 
 @pytest.fixture(scope="session")
-def lite0_onnx(private_cache: Path) -> Artifact:
-    from quantmark.models.onnx_export import export_onnx
-
-    return export_onnx(get_model("efficientnet-lite0"))
-
-
-@pytest.fixture(scope="session")
 def mobilenet_torch() -> torch.nn.Module:
     """The seeded random MobileNetV2, built once (building costs seconds on 2 cores)."""
     from quantmark.models.zoo import build_torch_model

@@ -24,6 +24,23 @@ def test_baseline_is_what_the_run_recorded_else_the_family_fp32():
     assert baseline({"sut": {"name": "ort-trt-int8", "fp32_baseline": "ort-cuda-fp32"}}) == (
         "ort-cuda-fp32")
     assert baseline({"sut": {"name": "ov-int8"}}) == "ov-fp32"  # results from before issue 7
+    # a known SUT: its framework's FP32 on the same device, not "<family>-fp32"
+    assert baseline({"sut": {"name": "ort-trt-int8"}}) == "ort-cuda-fp32"
+    # a name the registry does not know (older results): the family's FP32
+    assert baseline({"sut": {"name": "gone-cuda-int8"}}) == "gone-cuda-fp32"
+
+
+def test_known_names_are_decoded_by_what_their_framework_declares(monkeypatch):
+    """A framework may name a variant with a dash in it; splitting is for unknown names only."""
+    from quantmark.sut import registry
+    from quantmark.sut.info import SutInfo
+
+    awq = SutInfo("mylib-int4-awq", "mylib", "int4 AWQ", "cpu", "mylib", (), None,
+                  variant="int4-awq")
+    monkeypatch.setitem(registry.SUTS, awq.name, awq)
+    assert (family("mylib-int4-awq"), variant("mylib-int4-awq")) == ("mylib", "int4-awq")
+    assert not is_fp32("mylib-int4-awq")
+    assert (family("old-sut-int4-awq"), variant("old-sut-int4-awq")) == ("old-sut-int4", "awq")
 
 
 def test_the_gpu_is_part_of_the_setup_fingerprint():

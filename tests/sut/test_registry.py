@@ -8,16 +8,44 @@ from quantmark.ground.errors import UserError
 from quantmark.sut import registry
 from tests.conftest import run_json
 
+# the built-in frameworks' folders, and the names results folders and scripts already use (a
+# rename would break them); a new framework adds to the registry without touching either
+FRAMEWORK_FOLDERS = ("onnxruntime", "openvino", "pytorch", "tensorflow", "tensorrt", "tflite")
+CONTRACT_NAMES = ("ort-fp32", "ort-int8", "ort-fp16", "ort-int8dyn", "ov-fp32", "ov-bf16",
+                  "ov-fp16", "ov-int8", "tflite-fp32", "tflite-fp16", "tflite-int8dyn",
+                  "tflite-int8", "torch-fp32", "torch-bf16", "torch-int8", "torch-int8dyn",
+                  "torch-compile", "tf-fp32", "tf-xla", "tf-amp", "trt-fp32", "trt-fp16",
+                  "trt-int8", "ort-cuda-fp32", "ort-cuda-fp16", "ort-trt-fp16", "ort-trt-int8",
+                  "torch-cuda-fp32", "torch-cuda-fp16", "torch-cuda-bf16", "torch-cuda-compile",
+                  "torch-cuda-int8")
 
-def test_contract_names_are_listed():
-    for name in ("ort-fp32", "ort-int8", "ort-fp16", "ort-int8dyn", "ov-fp32", "ov-bf16",
-                 "ov-fp16", "ov-int8", "tflite-fp32", "tflite-fp16", "tflite-int8dyn",
-                 "tflite-int8", "torch-fp32", "torch-bf16", "torch-int8", "torch-int8dyn",
-                 "torch-compile", "tf-fp32", "tf-xla", "tf-amp", "trt-fp32", "trt-fp16",
-                 "trt-int8", "ort-cuda-fp32", "ort-cuda-fp16", "ort-trt-fp16", "ort-trt-int8",
-                 "torch-cuda-fp32", "torch-cuda-fp16", "torch-cuda-bf16", "torch-cuda-compile",
-                 "torch-cuda-int8"):
+
+def test_every_framework_folder_is_collected():
+    """The registry is what the folders declare: every sut/<framework>/suts.py, each name once."""
+    found = registry.builtin_data_modules()
+    assert {f"quantmark.sut.{folder}.suts" for folder in FRAMEWORK_FOLDERS} <= set(found)
+    assert len(found) == len(registry.FRAMEWORKS)  # no plugin installed here
+    declared = [info.name for f in registry.FRAMEWORKS.values() for info in f.suts]
+    assert len(declared) == len(set(declared)) and set(declared) == set(registry.SUTS)
+    for name in CONTRACT_NAMES:
         assert name in registry.SUTS
+    for info in registry.SUTS.values():
+        assert info.package.startswith("quantmark.sut.") and info.distributions, info.name
+
+
+def test_relative_factories_resolve_against_their_framework_folder():
+    create = registry.load_factory(registry.get_sut("ort-fp32"))
+    assert create.__module__ == "quantmark.sut.onnxruntime.backend"
+    with pytest.raises(UserError, match="not built yet"):
+        registry.load_factory(registry.get_sut("tftrt-fp16"))
+
+
+def test_variant_order_merges_every_framework_s_own_order():
+    assert registry.variant_order() == ("fp32", "fp16", "bf16", "int8", "int8dyn", "compile",
+                                        "xla", "amp")
+    for framework in registry.FRAMEWORKS.values():
+        merged = [v for v in registry.variant_order() if v in framework.variant_order]
+        assert merged == list(framework.variant_order), framework.name
 
 
 def test_unknown_sut_lists_valid_names():
@@ -50,6 +78,7 @@ def test_every_cpu_sut_is_built_and_available_with_the_cpu_extra():
 def test_every_fp32_baseline_is_a_known_sut():
     for framework, name in registry.FP32_BASELINE.items():
         assert registry.get_sut(name).framework == framework
+        assert registry.get_sut(name).device == "cpu" and registry.get_sut(name).variant == "fp32"
 
 
 def test_listing_imports_no_framework():
@@ -57,7 +86,8 @@ def test_listing_imports_no_framework():
         import json, sys
         from quantmark.sut.registry import SUTS, availability
         rows = [availability(info) for info in SUTS.values()]
-        heavy = [m for m in ("onnxruntime", "torch", "tensorflow", "openvino") if m in sys.modules]
+        heavy = [m for m in ("onnxruntime", "torch", "tensorflow", "openvino", "tensorrt",
+                             "ai_edge_litert", "nncf", "onnx") if m in sys.modules]
         print(json.dumps({"heavy": heavy, "count": len(rows)}))
     """)
     assert result["heavy"] == [] and result["count"] == len(registry.SUTS)
@@ -67,7 +97,9 @@ def test_sut_options_are_checked_against_what_the_sut_reads():
     suts = registry.SUTS
     registry.check_options(suts["tflite-int8"], {"tflite_invoke": "per-sample"})
     registry.check_options(suts["ort-int8"], {})
-    assert registry.TFLITE_INVOKE_MODES == ("batched", "per-sample")
+    from quantmark.sut.tflite.suts import TFLITE_INVOKE_MODES
+
+    assert TFLITE_INVOKE_MODES == ("batched", "per-sample")
     with pytest.raises(UserError, match="choose one of batched, per-sample"):
         registry.check_options(suts["tflite-int8"], {"tflite_invoke": "sometimes"})
     with pytest.raises(UserError, match="ort-int8 has no option 'tflite_invoke'.*none"):
@@ -149,7 +181,8 @@ def test_a_cpu_onnxruntime_over_onnxruntime_gpu_is_named(monkeypatch):
 def test_gpu_suts_factories_options_and_baselines():
     suts = registry.SUTS
     for name in ("trt-fp32", "trt-fp16", "trt-int8"):
-        assert suts[name].factory == ".tensorrt:create"
+        assert suts[name].factory == ".backend:create"
+        assert suts[name].package == "quantmark.sut.tensorrt"
         assert suts[name].requires == ("tensorrt", "cuda", "onnx", "onnxruntime")
         assert suts[name].extra == "trt"
     assert suts["trt-int8"].options == (("trt_int8_route", ("calibrator", "qdq")),)

@@ -1,0 +1,85 @@
+"""The plain data a framework folder declares: its SUTs and what the rest of quantmark needs to
+know about the framework without importing it.
+
+Each framework lives in one folder, ``sut/<framework>/``, whose ``suts`` module holds a
+``FRAMEWORK`` (a ``FrameworkInfo``) and imports nothing but this module: the registry collects
+those modules (``sut.registry``), so listing, looking up and checking SUT names never imports a
+framework. A framework outside quantmark declares the same in its own module and names that
+module in the ``quantmark.frameworks`` entry-point group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: (--sut-option key, accepted values) pairs
+Options = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class SutInfo:
+    """One framework x precision x device combination."""
+
+    name: str
+    framework: str
+    precision: str  # what the listing says ("int8 static (QDQ, per-channel)")
+    device: str  # "cpu" or "gpu"
+    extra: str  # the setup.py extra that installs the framework
+    requires: tuple[str, ...]  # importable module names the SUT needs
+    # "module:callable" building the SUT; a module starting with "." is relative to the package
+    # that declared the SUT (".backend:create"); None = not built yet
+    factory: str | None
+    note: str = ""
+    # --sut-option KEY=VALUE the SUT reads: (key, accepted values) pairs
+    options: Options = ()
+    # a GPU build the SUT needs beyond importable modules: an ONNX Runtime execution provider
+    # ("ort:CUDAExecutionProvider") or torch's CUDA build ("torch:cuda"): see the registry
+    gpu_build: str = ""
+    # the short precision word tables and figures use ("int8", "compile"); "" = the name's
+    # last dash-separated part
+    variant: str = ""
+    # the name without its variant ("ort-cuda" of "ort-cuda-fp16"): a row of the figures
+    family: str = ""
+    # why the SUT can never run with this quantmark (listed, with the reason, never runnable)
+    unavailable: str = ""
+    # (module, the blocker text when it is missing) where the extra alone would mislead
+    missing_hints: tuple[tuple[str, str], ...] = ()
+    # the distributions whose versions a result records (FrameworkInfo.distributions): the
+    # framework's unless the SUT declares its own (torchao's INT8); filled in by the registry
+    distributions: tuple[str, ...] = ()
+    # the package that declared the SUT, which a relative factory resolves against; filled in
+    # by the registry
+    package: str = ""
+
+    def __post_init__(self) -> None:
+        """Derive variant and family from the name where they were not declared."""
+        variant = self.variant or self.name.rpartition("-")[2]
+        suffix = f"-{variant}"
+        family = self.family or (self.name[:-len(suffix)] if self.name.endswith(suffix)
+                                 else self.name)
+        object.__setattr__(self, "variant", variant)
+        object.__setattr__(self, "family", family)
+
+    @property
+    def implemented(self) -> bool:
+        return self.factory is not None
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    """Everything quantmark knows about one framework, declared by its folder as plain data."""
+
+    name: str  # the SutInfo.framework of its SUTs ("onnxruntime", "torch")
+    suts: tuple[SutInfo, ...]
+    # pip distributions whose versions a result records, those installed (the framework, and a
+    # GPU build under its own name: onnxruntime-gpu); the first is the framework itself
+    distributions: tuple[str, ...]
+    fp32_baseline: str | None = None  # the CPU FP32 SUT the others are compared with
+    gpu_fp32_baseline: str | None = None  # the same on the GPU
+    # its variants in the order the figures show them (merged across frameworks)
+    variant_order: tuple[str, ...] = ()
+    # module -> pip distribution where they differ, for the "not installed" text
+    pip_names: dict[str, str] = field(default_factory=dict)
+    rank: int = 100  # listing position: lower first (CPU SUTs before GPU SUTs)
+    # its SUTs also take a TensorFlow SavedModel directory as --model-path (checked up front)
+    model_folders: bool = False

@@ -1,0 +1,221 @@
+"""ONNX Runtime (CPU execution provider): ``ort-fp32``, ``ort-fp16``, ``ort-int8``, ``ort-int8dyn``.
+
+* ``ort-int8``: a statically quantized QDQ model (per-channel weights, calibrated on the
+  shared calibration set); ORT fuses the QDQ pairs into QLinearConv / QGemm kernels.
+* ``ort-int8dyn``: dynamic quantization (int8 weights, activations quantized per call);
+  convolutions become DynamicQuantizeLinear + ConvInteger, slower than FP32 on CNNs here.
+* ``ort-fp16``: FP16 weights and activations. The CPU provider has no FP16 convolution on
+  x86: it runs such nodes in FP32 behind inserted casts. The SUT runs it and says so.
+
+Proof of what executed comes from ORT's own profiler: one profiled run at load lists every
+kernel that ran with its input types, so the executed precision of each compute node
+(Conv, Gemm, MatMul and their fused / integer forms) is read, not assumed. An INT8 SUT with no
+integer kernel fails at load instead of silently measuring FP32.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
+
+INTEGER_KERNELS = frozenset({
+    "QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
+    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "NhwcQLinearConv",
+})
+FLOAT_COMPUTE = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "Gemm", "FusedGemm", "MatMul",
+                           "FusedMatMul", "NhwcConv"})
+TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "double": "fp64"}
+PRECISIONS = {"ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8": "int8",
+              "ort-int8dyn": "int8dyn"}
+
+
+def node_kernel_events(profile: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The node kernel events of one profiled run (a profile file, or its parsed events)."""
+    events = (json.loads(Path(profile).read_text()) if isinstance(profile, (str, Path))
+              else profile)
+    return [event for event in events
+            if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time")]
+
+
+def executed_kernels(profile: str | Path | list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{op: {precision: count}}`` for the compute kernels of one profiled run."""
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for event in node_kernel_events(profile):
+        args = event.get("args", {})
+        op = args.get("op_name", "")
+        if op in INTEGER_KERNELS:
+            counts[op]["int8"] += 1
+        elif op in FLOAT_COMPUTE:
+            types = [next(iter(t)) for t in args.get("input_type_shape", [])[:1]]
+            counts[op][TYPE_PRECISION.get(types[0], types[0]) if types else "?"] += 1
+    return {op: dict(sorted(c.items())) for op, c in sorted(counts.items())}
+
+
+def precision_summary(kernels: dict[str, dict[str, int]]) -> tuple[str, dict[str, int]]:
+    """The executed precision ("int8", "fp32", "int8+fp32" ...) and compute nodes per precision."""
+    totals: collections.Counter[str] = collections.Counter()
+    for per_precision in kernels.values():
+        totals.update(per_precision)
+    order = sorted(totals, key=lambda p: -totals[p])
+    return ("+".join(order) or "none"), dict(totals)
+
+
+class OnnxRuntimeBackend(Backend):
+    """One ORT InferenceSession on the CPU execution provider."""
+
+    def __init__(self, model_path: str, precision: str, threads: int, artifact: Any,
+                 spin: bool = True) -> None:
+        self.model_path = model_path
+        self.precision = precision
+        self.threads = threads
+        self.spin = spin
+        self.artifact = artifact
+        self.layout = (artifact.meta or {}).get("layout", "NCHW")
+        self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
+        self._session: Any = None
+        self._input_name = ""
+        self._executed: dict[str, Any] = {}
+
+    def load(self) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = self._optimization_level(ort)
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        if not self.spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        with tempfile.TemporaryDirectory(prefix="quantmark-ort-") as tmp:
+            options.enable_profiling = True  # for the one evidence run below, then ended
+            options.profile_file_prefix = os.path.join(tmp, "profile")
+            try:
+                self._session = ort.InferenceSession(
+                    self.model_path, sess_options=options, providers=self._providers()
+                )
+                self._input_name = self._session.get_inputs()[0].name
+                self._session.run(None, {self._input_name: self._probe_input()})
+            except Exception as exc:  # ORT raises its own exception types
+                raise SutError(f"onnxruntime could not run {self.model_path}: {exc}") from exc
+            events = node_kernel_events(self._session.end_profiling())
+            kernels = executed_kernels(events)
+            self._inspect_profile(events)
+        executed, per_precision = precision_summary(kernels)
+        self._executed = {
+            "providers": self._session.get_providers(),
+            "executed_precision": executed,
+            "compute_nodes_by_precision": per_precision,
+            "executed_kernels": kernels,
+            "source_qdq": _qdq_counts(self.model_path),
+            "evidence": "onnxruntime profiler: kernels of one run at load, with input types",
+        }
+        self._check(per_precision)
+
+    def _providers(self) -> list[Any]:
+        """The execution providers the session is created with (the GPU SUTs override it)."""
+        return ["CPUExecutionProvider"]
+
+    def _optimization_level(self, ort: Any) -> Any:
+        return ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+    def _inspect_profile(self, events: list[dict[str, Any]]) -> None:
+        """Read more evidence from the load-time profile's node events (GPU SUTs: which
+        execution provider ran each node)."""
+
+    def _probe_input(self) -> np.ndarray:
+        """A batch-1 zero input of the model's shape (symbolic dims as 1)."""
+        shape = [d if isinstance(d, int) and d > 0 else 1
+                 for d in self._session.get_inputs()[0].shape]
+        return np.zeros(shape, np.float32)
+
+    def _check(self, per_precision: dict[str, int]) -> None:
+        name = f"ort-{self.precision}"
+        if self.precision.startswith("int8") and not per_precision.get("int8"):
+            raise SutError(f"{name}: onnxruntime ran no integer kernel (compute nodes by "
+                           f"precision: {per_precision}); refusing to measure FP32 as INT8")
+        if self.precision == "fp32" and per_precision.get("int8"):
+            raise SutError(f"{name}: model runs integer kernels {per_precision}; pass an FP32 "
+                           "model")
+        if self.precision == "fp16" and not per_precision.get("fp16"):
+            note = ("this CPU execution provider has no FP16 convolution/GEMM kernels: "
+                    "onnxruntime ran every compute node in FP32 behind casts, so ort-fp16 "
+                    "measures FP32 compute with FP16 storage")
+            self._executed["precision_note"] = note
+            executed = self._executed["executed_precision"]
+            print(f"[quantmark] warning: ort-fp16 executed as {executed}: {note}",
+                  file=sys.stderr, flush=True)
+
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        return self._session.run(None, {self._input_name: batch})[0]
+
+    def describe(self) -> dict[str, Any]:
+        import onnxruntime as ort
+
+        return {
+            "framework": "onnxruntime",
+            "framework_version": ort.__version__,
+            "requested_precision": self.precision,
+            "threads": self.threads or os.cpu_count(),
+            "intra_op_spinning": self.spin,
+            "model_file": self.model_path,
+            **self._executed,
+        }
+
+    def close(self) -> None:
+        self._session = None
+
+
+def _qdq_counts(path: str) -> dict[str, int]:
+    import onnx
+
+    ops = collections.Counter(node.op_type
+                              for node in onnx.load(path, load_external_data=False).graph.node)
+    return {"QuantizeLinear": ops.get("QuantizeLinear", 0),
+            "DequantizeLinear": ops.get("DequantizeLinear", 0),
+            "DynamicQuantizeLinear": ops.get("DynamicQuantizeLinear", 0)}
+
+
+def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxRuntimeBackend:
+    """Prepare the ONNX artifact for ``name`` (export, quantize or convert), build the backend.
+
+    ``calibration`` is only touched by ``ort-int8``: a provider with ``arrays(layout)`` and
+    ``hash()``.
+    """
+    from quantmark.models.source import fp32_onnx, is_torch_weights
+    from quantmark.sut.onnxruntime import quantize
+
+    precision = PRECISIONS[name]
+    path = options.model_path
+    if path and not (path.endswith(".onnx") or is_torch_weights(path)):
+        raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
+                        f"torch state_dict (.pt/.pth) of model {options.model}")
+    fp32 = fp32_onnx(spec, path)
+    artifact = fp32
+    if fp32.precision == "int8":  # the user's own quantized model runs as it is
+        if precision != "int8":
+            raise UserError(f"--model-path {path} is already quantized: run it with ort-int8, "
+                            f"or give {name} an FP32 model")
+    elif precision == "int8":
+        layout = (fp32.meta or {}).get("layout", "NCHW")
+        artifact = quantize.quantize_static_int8(fp32, calibration.arrays(layout),
+                                                     calibration.hash())
+    elif precision == "int8dyn":
+        artifact = quantize.quantize_dynamic_int8(fp32)
+    elif precision == "fp16":
+        artifact = quantize.convert_fp16(fp32)
+    # Server queries arrive on LoadGen's schedule and pass through a worker thread: ORT's
+    # spinning intra-op threads would starve those threads of the CPU between predictions.
+    spin = options.scenario != "Server"
+    return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin)

@@ -1,0 +1,243 @@
+"""OpenVINO (CPU plugin): ``ov-fp32``, ``ov-bf16``, ``ov-fp16`` and ``ov-int8``.
+
+All four compile an IR converted from the canonical FP32 ONNX (``sut.openvino.convert``); the
+float SUTs differ only in ``INFERENCE_PRECISION_HINT``, ``ov-int8`` runs an NNCF-quantized IR
+with the hint at f32 so its non-quantized parts stay f32. Proof of what executed comes from
+the compiled model's runtime graph: every node carries the CPU plugin's ``layerType`` and
+``runtimePrecision``, and we count the precisions of the compute layers. A SUT whose compute
+layers do not run its precision fails at load (an INT8 or BF16 label on FP32 work would be a
+lie), with one documented exception: the CPU plugin runs an f16 hint as bf16 on CPUs without
+FP16 arithmetic, and ``ov-fp16`` then runs and says so (``executed_precision`` "bf16" and a
+``precision_note``).
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
+
+PRECISIONS = {"ov-fp32": "fp32", "ov-bf16": "bf16", "ov-fp16": "fp16", "ov-int8": "int8"}
+#: layer types (CPU plugin names) that do the arithmetic; the rest is data movement
+COMPUTE_LAYERS = frozenset({
+    "Convolution", "GroupConvolution", "Deconvolution", "BinaryConvolution", "FullyConnected",
+    "FullyConnectedCompressed", "MatMul", "Gemm", "RNNCell", "RNNSeq", "MHA",
+    "ScaledDotProductAttention", "LLMMLP", "QKVProjection",
+})
+#: runtimePrecision strings -> the precision name quantmark reports
+PRECISION_CLASS = {"i8": "int8", "u8": "int8", "bf16": "bf16", "f16": "fp16", "f32": "fp32"}
+LATENCY_SCENARIOS = ("SingleStream", "MultiStream")
+MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".onnx", ".xml")
+
+
+def _text(value: Any) -> str:
+    """rt_info values are OVAny; property values may be ov.Type: both as plain strings."""
+    if hasattr(value, "astype"):
+        value = value.astype(str)
+    if hasattr(value, "get_type_name"):
+        return value.get_type_name()
+    return str(value)
+
+
+def runtime_evidence(compiled: Any) -> dict[str, Any]:
+    """Count compute layers per (layerType, runtimePrecision) in the compiled runtime graph."""
+    by_precision: dict[str, collections.Counter[str]] = collections.defaultdict(
+        collections.Counter)
+    layers: dict[str, list[str]] = collections.defaultdict(list)
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        layer_type = _text(info["layerType"]) if "layerType" in info else op.get_type_name()
+        if layer_type not in COMPUTE_LAYERS:
+            continue
+        precision = _text(info["runtimePrecision"]) if "runtimePrecision" in info else "?"
+        name = PRECISION_CLASS.get(precision, precision)
+        by_precision[name][layer_type] += 1
+        layers[name].append(op.get_friendly_name())
+    counts = {k: dict(sorted(v.items())) for k, v in sorted(by_precision.items())}
+    return {"counts": counts, "layers": dict(layers)}
+
+
+def executed_precision(counts: dict[str, dict[str, int]]) -> str:
+    """"int8", "bf16", ... or e.g. "int8+fp32" (most compute layers first) when mixed."""
+    totals = {name: sum(per_type.values()) for name, per_type in counts.items()}
+    ordered = sorted(totals, key=lambda name: (-totals[name], name))
+    return "+".join(ordered) if ordered else "none"
+
+
+class OpenVinoBackend(Backend):
+    """One compiled model on the CPU plugin; one InferRequest per calling thread."""
+
+    def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
+                 artifact: Any) -> None:
+        self.model_path = model_path
+        self.precision = precision
+        self.scenario = scenario
+        self.threads = threads
+        self.artifact = artifact
+        meta = artifact.meta or {}
+        self.layout = meta.get("layout", "NCHW")
+        self.label_offset = int(meta.get("label_offset", 0))
+        self.output_index = int(meta.get("output_index", 0))
+        #: worker threads that keep the compiled model busy (OPTIMAL_NUMBER_OF_INFER_REQUESTS)
+        self.preferred_workers: int = 1
+        self._compiled: Any = None
+        self._local = threading.local()
+        self._requests: list[Any] = []
+        self._requests_lock = threading.Lock()  # guards the list only, never inference
+        self._executed: dict[str, Any] = {}
+
+    def _config(self) -> dict[Any, Any]:
+        import openvino as ov
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        mode = (hints.PerformanceMode.LATENCY if self.scenario in LATENCY_SCENARIOS
+                else hints.PerformanceMode.THROUGHPUT)
+        element = {"fp32": ov.Type.f32, "int8": ov.Type.f32, "bf16": ov.Type.bf16,
+                   "fp16": ov.Type.f16}[self.precision]
+        config: dict[Any, Any] = {hints.performance_mode: mode, hints.inference_precision: element}
+        if self.threads:
+            config[props.inference_num_threads] = self.threads
+        return config
+
+    def load(self) -> None:
+        import openvino as ov
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
+        from quantmark.sut.openvino.convert import make_batch_dynamic
+
+        core = ov.Core()
+        try:
+            model = core.read_model(self.model_path)
+            make_batch_dynamic(model)
+            self._compiled = core.compile_model(model, "CPU", self._config())
+        except Exception as exc:  # OpenVINO raises RuntimeError subclasses
+            raise SutError(f"openvino could not compile {self.model_path}: {exc}") from exc
+        compiled = self._compiled
+        self.preferred_workers = max(1, int(compiled.get_property(
+            props.optimal_number_of_infer_requests)))
+        evidence = runtime_evidence(compiled)
+        counts = evidence["counts"]
+        executed = executed_precision(counts)
+        self._executed = {
+            "executed_precision": executed,
+            "compute_layers_by_precision": counts,
+            "compiled": {
+                "inference_precision_hint": _text(compiled.get_property(
+                    hints.inference_precision)),
+                "performance_hint": _text(compiled.get_property(hints.performance_mode)),
+                "num_streams": int(compiled.get_property(props.num_streams)),
+                "optimal_number_of_infer_requests": self.preferred_workers,
+                "inference_num_threads": int(compiled.get_property(
+                    props.inference_num_threads)),
+                "execution_devices": list(compiled.get_property(props.execution_devices)),
+            },
+            "cpu_capabilities": list(core.get_property("CPU", props.device.capabilities)),
+        }
+        if "+" in executed:  # say which compute layers run outside the main precision
+            main = executed.split("+")[0]
+            self._executed["other_precision_layers"] = {
+                name: names for name, names in evidence["layers"].items() if name != main}
+        self._check(counts)
+
+    def _check(self, counts: dict[str, dict[str, int]]) -> None:
+        """Refuse to measure one precision under another's name (fp16 -> bf16 excepted)."""
+        name = f"ov-{self.precision}"
+        ran = sorted(counts)
+        if not counts:
+            raise SutError(f"{name}: the compiled model has no compute layer (Convolution, "
+                           "FullyConnected, MatMul, ...); cannot tell what precision ran")
+        if self.precision == "int8":
+            if "int8" not in counts:
+                raise SutError(f"{name}: no compute layer runs i8/u8 (runtime precisions "
+                               f"{ran}); refusing to measure FP32 as INT8")
+            return
+        if "int8" in counts:
+            raise SutError(f"{name}: the model runs INT8 compute layers {counts['int8']}; "
+                           "pass an FP32 model (a quantized IR belongs to ov-int8)")
+        if self.precision in counts:
+            return
+        if self.precision == "fp16" and "bf16" in counts:
+            capabilities = self._executed["cpu_capabilities"]
+            why = ("this CPU has no FP16 arithmetic (the plugin's capabilities "
+                   f"{capabilities} lack FP16)" if "FP16" not in capabilities else
+                   f"the plugin chose bf16 although its capabilities {capabilities} list FP16")
+            note = (f"OpenVINO's CPU plugin ran the f16 inference-precision hint as bf16: {why}; "
+                    "the compiled INFERENCE_PRECISION_HINT reads "
+                    f"{self._executed['compiled']['inference_precision_hint']}")
+            self._executed["precision_note"] = note
+            print(f"[quantmark.sut] warning: ov-fp16 executes bf16: {note}", file=sys.stderr,
+                  flush=True)
+            return
+        raise SutError(f"{name}: compute layers run {ran}, not {self.precision} (this CPU "
+                       f"lacks {self.precision} support?); refusing to measure "
+                       f"{'+'.join(ran)} as {self.precision}")
+
+    def _request(self) -> Any:
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._compiled.create_infer_request()
+            self._local.request = request
+            with self._requests_lock:
+                self._requests.append(request)
+        return request
+
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        request = self._request()
+        batch = np.ascontiguousarray(batch, dtype=np.float32)
+        # share_outputs: views of the request's buffers, reused by its next infer -> copy
+        result = request.infer({0: batch}, share_inputs=True, share_outputs=True)
+        return np.array(result[self.output_index], copy=True)
+
+    def describe(self) -> dict[str, Any]:
+        import openvino as ov
+
+        return {
+            "framework": "openvino",
+            "framework_version": ov.__version__,
+            "device": "CPU",
+            "requested_precision": self.precision,
+            "threads": self._executed.get("compiled", {}).get("inference_num_threads",
+                                                               self.threads),
+            "model_file": self.model_path,
+            "infer_requests_created": len(self._requests),
+            **self._executed,
+        }
+
+    def close(self) -> None:
+        with self._requests_lock:
+            self._requests.clear()
+        self._local = threading.local()
+        self._compiled = None
+
+
+def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenVinoBackend:
+    """Prepare the IR (convert, and for INT8 quantize; cached), then build the backend.
+
+    ``calibration`` is only touched for INT8: a provider with ``arrays(layout)`` and ``hash()``.
+    """
+    from quantmark.sut.openvino.convert import ov_fp32_ir, ov_int8_ir
+
+    precision = PRECISIONS[name]
+    path = options.model_path
+    if path and not str(path).endswith(MODEL_SUFFIXES):
+        raise UserError(f"--model-path {path}: the OpenVINO SUTs take a torch state_dict "
+                        "(.pt/.pth/.bin), an .onnx file or an OpenVINO IR .xml (with its .bin) "
+                        f"(model {options.model})")
+    if path and str(path).endswith(".bin") and Path(path).with_suffix(".xml").is_file():
+        raise UserError(f"--model-path {path} is the weights half of an OpenVINO IR; pass "
+                        f"{Path(path).with_suffix('.xml')} (the .bin is found beside it)")
+    artifact = ov_fp32_ir(spec, path)
+    if precision == "int8" and artifact.precision != "int8":  # a quantized user IR runs as is
+        layout = (artifact.meta or {}).get("layout", "NCHW")
+        artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash())
+    return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
+                           artifact)

@@ -1,0 +1,26 @@
+"""OpenVINO's SUTs as plain data (read by ``sut.registry``; imports no framework).
+
+``ov-fp32``, ``ov-bf16``, ``ov-fp16`` and ``ov-int8`` (NNCF) on the CPU plugin (``backend``),
+compiled from the IR ``convert`` makes of the canonical FP32 ONNX.
+"""
+
+from __future__ import annotations
+
+from quantmark.sut.info import FrameworkInfo, SutInfo
+
+_OV = ("openvino", "nncf")
+
+
+def _cpu(name: str, precision: str) -> SutInfo:
+    return SutInfo(name, "openvino", precision, "cpu", "openvino", _OV, ".backend:create")
+
+
+FRAMEWORK = FrameworkInfo(
+    name="openvino",
+    suts=(_cpu("ov-fp32", "fp32"), _cpu("ov-bf16", "bf16"), _cpu("ov-fp16", "fp16"),
+          _cpu("ov-int8", "int8 (NNCF)")),
+    distributions=("openvino",),
+    fp32_baseline="ov-fp32",
+    variant_order=("fp32", "fp16", "bf16", "int8"),
+    rank=20,
+)

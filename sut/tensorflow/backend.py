@@ -1,0 +1,366 @@
+"""TensorFlow (CPU): ``tf-fp32``, ``tf-xla`` and ``tf-amp`` on the cached SavedModel.
+
+Every SUT wraps the SavedModel's ``serving_default`` signature in one ``tf.function`` with a
+fixed ``[None, S, S, 3]`` float32 input signature, so every batch size reuses one traced graph;
+``tf-xla`` compiles that function with ``jit_compile=True`` (XLA compiles once per batch shape).
+
+``tf-amp`` cannot use the Keras mixed-precision policy: a loaded graph has no layers left to
+apply it to. It uses grappler's auto mixed precision rewrite instead (bf16 through oneDNN on the
+CPU, fp16 on a GPU), which rewrites the graph when the function is instantiated.
+
+Proof of what executed comes from the graph TensorFlow actually ran: ``load`` calls the fresh
+function once with the eager context's run metadata on, and counts the compute nodes
+(convolutions, matmuls, oneDNN's fused kernels) of the instantiated partition graphs by dtype.
+A ``tf-amp`` whose executed graph has no half-precision compute node fails at load instead of
+reporting FP32 as mixed; a ``tf-fp32`` that runs any half-precision node fails too, as does
+an FP32 SUT under ``TF_SET_ONEDNN_FPMATH_MODE`` (oneDNN's implicit down-conversion). For
+``tf-xla`` no TensorFlow graph runs at all; its proof is the HLO XLA compiled.
+
+On a GPU (TensorFlow sees one) every SUT runs there: ``tf-amp`` with grappler's FP16 rewrite,
+the graph-level counterpart of Keras' ``mixed_float16`` policy, which a loaded graph cannot take;
+``tf-xla`` compiles for the GPU. TF32 is switched off (FP32 nodes stay FP32), GPU memory grows on
+demand instead of being taken whole at start (so the tracker's GPU memory means something), and
+the evidence names the device of every compute node (and of the XLA function's output). A GPU
+that is visible while compute nodes ran on the CPU is a SutError: no silent CPU fallback.
+
+Process-global state: grappler's rewrite options and the intra-op thread count belong to the
+TensorFlow runtime, not to one function. Each SUT sets the rewrite options it needs at load and
+never resets them: a worker thread builds its function-call config from the global options on
+its first call, so resetting after load would silently run FP32 in the workers. quantmark runs
+one SUT per process, so this is safe there; tests run ``tf-amp`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.interface import Backend, SutOptions
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before tensorflow is first imported
+
+PRECISIONS = {"tf-fp32": "fp32", "tf-xla": "fp32", "tf-amp": "mixed"}
+#: grappler's mixed precision rewrite per device type
+AMP_OPTIONS = {"CPU": "auto_mixed_precision_onednn_bfloat16", "GPU": "auto_mixed_precision"}
+HALF_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+HLO_HALF = {"bf16": "bf16", "f16": "fp16"}
+ENV_KNOBS = ("TF_ENABLE_ONEDNN_OPTS", "TF_SET_ONEDNN_FPMATH_MODE", "TF_XLA_FLAGS")
+MODEL_PATH_FORMATS = ("a torch state_dict (.pt/.pth/.bin)", "an .onnx file",
+                      "a TensorFlow SavedModel directory")
+_COMPUTE = re.compile(r"Conv|MatMul|Einsum")
+_HLO_COMPUTE = re.compile(r"= (\w+)\[[^\]]*\]\S* (convolution|dot)\(")
+_HLO_CUSTOM = re.compile(r'custom_call_target="([^"]+)"')
+
+
+def _node_dtype(node: Any) -> str | None:
+    """The dtype a node computes in: its ``T`` attr (``Ta`` for BatchMatMulV3)."""
+    from tensorflow.python.framework import dtypes
+
+    for attr in ("T", "Ta"):
+        if attr in node.attr and node.attr[attr].type:
+            return dtypes.as_dtype(node.attr[attr].type).name
+    return None
+
+
+def count_executed_nodes(graphs: list[Any]) -> dict[str, Any]:
+    """Dtype counts over executed partition graphs (GraphDefs).
+
+    ``compute``: {dtype: {op: n}} for convolutions/matmuls (the work that sets precision);
+    ``node_dtypes``: {dtype: n} over every node with a type attr; ``onednn_nodes``: _Mkl* ops.
+    """
+    compute: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    dtypes: collections.Counter[str] = collections.Counter()
+    devices: set[str] = set()
+    compute_devices: collections.Counter[str] = collections.Counter()
+    onednn = 0
+    for graph in graphs:
+        for node in graph.node:
+            dtype = _node_dtype(node)
+            device = node.device.rsplit("/", 1)[-1] if node.device else ""
+            if device:
+                devices.add(device)
+            onednn += node.op.startswith("_Mkl")
+            if dtype is None:
+                continue
+            dtypes[dtype] += 1
+            if _COMPUTE.search(node.op):
+                compute[dtype][node.op] += 1
+                compute_devices[device or "unplaced"] += 1
+    return {"compute": {dtype: dict(sorted(ops.items())) for dtype, ops in sorted(compute.items())},
+            "node_dtypes": dict(sorted(dtypes.items())), "onednn_nodes": onednn,
+            "devices": sorted(devices), "compute_devices": dict(sorted(compute_devices.items()))}
+
+
+def cpu_fallback(compute_devices: dict[str, int]) -> int:
+    """Compute nodes placed on a CPU device (``device:CPU:0``), from ``compute_devices``."""
+    return sum(n for device, n in compute_devices.items() if ":CPU:" in device.upper())
+
+
+def count_hlo(hlo: str) -> dict[str, Any]:
+    """Convolution/dot counts by element type in XLA's HLO text, plus custom-call targets."""
+    compute: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for element, op in _HLO_COMPUTE.findall(hlo):
+        compute[element][op] += 1
+    return {"compute": {e: dict(sorted(ops.items())) for e, ops in sorted(compute.items())},
+            "custom_calls": sorted(set(_HLO_CUSTOM.findall(hlo)))}
+
+
+def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names: dict[str, str],
+                       device: str = "CPU") -> str:
+    """The precision the counted compute nodes ran in; refuses a SUT that ran something else."""
+    half = sorted(half_names[d] for d, ops in compute.items() if d in half_names and ops)
+    if not any(compute.values()):
+        raise SutError(f"{name}: the executed graph has no convolution or matmul node; cannot "
+                       "tell what precision ran")
+    if name == "tf-amp":
+        if not half:
+            raise SutError(f"tf-amp: the mixed precision rewrite changed nothing on this "
+                           f"{device}; refusing to report FP32 as mixed (compute nodes: "
+                           f"{compute})")
+        return "+".join([*half, "fp32"])
+    if half:
+        raise SutError(f"{name}: the executed graph runs {'+'.join(half)} compute nodes "
+                       f"({compute}); a global mixed precision option leaked in; refusing "
+                       "to report it as FP32")
+    return "fp32"
+
+
+def _signature_io(signature: Any, meta: dict[str, Any]) -> tuple[str, str]:
+    """(input name, output name) of the serving signature: from the artifact meta, else the
+    single input and the single [N, classes] output."""
+    inputs = signature.structured_input_signature[1]
+    outputs = signature.structured_outputs
+    input_name = meta.get("input_name") or next(iter(inputs))
+    output_name = meta.get("output_name")
+    if output_name is None:
+        classes = meta.get("num_classes")
+        output_name = next((n for n, spec in outputs.items() if len(spec.shape) == 2
+                            and (classes is None or spec.shape[1] == classes)), next(iter(outputs)))
+    return input_name, output_name
+
+
+class TensorFlowBackend(Backend):
+    """One ``tf.function`` over the SavedModel's serving signature, shared by all workers."""
+
+    def __init__(self, name: str, artifact: Any, input_size: int, threads: int) -> None:
+        self.name = name
+        self.precision = PRECISIONS[name]
+        self.artifact = artifact
+        self.model_dir = str(Path(artifact.path).parent)
+        self.layout = (artifact.meta or {}).get("layout", "NHWC")
+        self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
+        self.input_size = input_size
+        self.threads = threads
+        self.jit = name == "tf-xla"
+        self._fn: Any = None
+        self._tf: Any = None
+        self._loaded: Any = None
+        self._evidence: dict[str, Any] = {}
+        self._executed = ""
+        self._grappler: dict[str, Any] = {}
+        self._device = "CPU"
+        self._first_call_s: dict[int, float] = {}  # XLA: compile + one run, per batch size
+
+    def _input_shape(self, batch: int | None) -> list[int | None]:
+        size = self.input_size
+        return [batch, size, size, 3] if self.layout == "NHWC" else [batch, 3, size, size]
+
+    def _set_grappler_options(self, device: str) -> None:
+        """Mixed precision on for tf-amp (the device's flavour), explicitly off otherwise."""
+        tf = self._tf
+        wanted = {option: False for option in AMP_OPTIONS.values()}
+        if self.name == "tf-amp":
+            wanted[AMP_OPTIONS[device]] = True
+        tf.config.optimizer.set_experimental_options(wanted)
+        self._grappler = tf.config.optimizer.get_experimental_options()
+
+    def load(self) -> None:
+        import tensorflow as tf
+        from tensorflow.python.eager import context
+
+        self._tf = tf
+        fpmath = os.environ.get("TF_SET_ONEDNN_FPMATH_MODE", "STRICT").upper()
+        if self.precision == "fp32" and fpmath not in ("", "STRICT"):
+            raise SutError(f"{self.name}: TF_SET_ONEDNN_FPMATH_MODE={fpmath} lets oneDNN compute "
+                           "FP32 nodes in lower precision; unset it for an FP32 SUT")
+        device = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+        self._device = device
+        if device == "GPU":  # FP32 nodes stay FP32 (Ampere and newer default to TF32)
+            tf.config.experimental.enable_tensor_float_32_execution(False)
+        self._set_grappler_options(device)
+        try:
+            loaded = tf.saved_model.load(self.model_dir)
+            signature = loaded.signatures["serving_default"]
+        except (KeyError, ValueError, OSError) as exc:
+            raise SutError(f"{self.name}: cannot load the SavedModel {self.model_dir}: {exc}"
+                           ) from exc
+        input_name, output_name = _signature_io(signature, self.artifact.meta or {})
+
+        def serve(images: Any) -> Any:
+            return signature(**{input_name: images})[output_name]
+
+        self._fn = tf.function(serve, jit_compile=self.jit, input_signature=[
+            tf.TensorSpec(self._input_shape(None), tf.float32, name="images")])
+        self._loaded = loaded  # the signature's variables live as long as the backend
+        probe = tf.zeros(self._input_shape(1), tf.float32)
+        context.enable_run_metadata()
+        try:
+            started = time.perf_counter()
+            output = self._fn(probe)
+            output.numpy()
+            first_s = time.perf_counter() - started
+            metadata = context.export_run_metadata()
+        except Exception as exc:  # XLA or grappler failures surface here
+            raise SutError(f"{self.name}: first inference failed: {exc}") from exc
+        finally:
+            context.disable_run_metadata()
+        graphs = [g for f in metadata.function_graphs for g in f.partition_graphs]
+        graphs = graphs or list(metadata.partition_graphs)
+        executed = count_executed_nodes(graphs)
+        if self.jit:
+            self._first_call_s[1] = round(first_s, 3)
+            self._xla_evidence(probe, executed)
+        else:
+            if not graphs:
+                raise SutError(f"{self.name}: TensorFlow reported no executed graph for the "
+                               "first call; cannot prove what ran")
+            self._executed = executed_precision(self.name, executed["compute"], HALF_DTYPES,
+                                                device)
+            self._evidence = {"executed_graph": "partition graphs of the instantiated serving "
+                              "function (eager run metadata)", **executed}
+        self._evidence["device"] = device
+        self._evidence["output_device"] = output.device
+        self._check_placement(device, executed, output.device)
+
+    def _check_placement(self, device: str, executed: dict[str, Any], output_device: str
+                         ) -> None:
+        """With a GPU visible, the compute must have run on it (no silent CPU fallback)."""
+        if device != "GPU":
+            return
+        on_cpu = cpu_fallback(executed["compute_devices"])
+        if on_cpu:
+            raise SutError(f"{self.name}: {on_cpu} compute node(s) ran on the CPU although "
+                           f"TensorFlow sees a GPU (compute nodes by device: "
+                           f"{executed['compute_devices']}); refusing to measure a CPU fallback")
+        if self.jit and ":GPU:" not in output_device.upper():
+            raise SutError(f"{self.name}: the XLA function ran on {output_device}, not the GPU "
+                           "TensorFlow sees; refusing to measure a CPU fallback")
+
+    def _xla_evidence(self, probe: Any, executed: dict[str, Any]) -> None:
+        """XLA's own compiled HLO: jit_compile=True has no fallback, so a function XLA cannot
+        compile fails instead of running in the graph executor (whose partitions must be 0)."""
+        if executed["node_dtypes"]:
+            raise SutError(f"{self.name}: TensorFlow's graph executor ran nodes "
+                           f"{executed['node_dtypes']}; the function was not XLA-compiled")
+        started = time.perf_counter()
+        hlo = self._fn.experimental_get_compiler_ir(probe)(stage="optimized_hlo")
+        counts = count_hlo(hlo)
+        self._executed = executed_precision(self.name, counts["compute"], HLO_HALF,
+                                            self._device)
+        self._evidence = {"executed_graph": "XLA optimized HLO for batch 1 "
+                          "(experimental_get_compiler_ir)", "xla_hlo": counts,
+                          "tf_graph_executor_nodes": 0,
+                          "ir_compile_s": round(time.perf_counter() - started, 3)}
+
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        images = self._tf.convert_to_tensor(batch, dtype=self._tf.float32)
+        if self.jit and len(batch) not in self._first_call_s:  # XLA compiles per batch shape
+            started = time.perf_counter()
+            scores = self._fn(images).numpy()
+            self._first_call_s.setdefault(len(batch), round(time.perf_counter() - started, 3))
+            return scores
+        return self._fn(images).numpy()
+
+    def describe(self) -> dict[str, Any]:
+        tf = self._tf
+        current = tf.config.optimizer.get_experimental_options()
+        if any(current.get(k) != self._grappler.get(k) for k in AMP_OPTIONS.values()):
+            raise SutError(f"{self.name}: grappler's mixed precision options changed after load "
+                           f"({self._grappler} -> {current}); what the workers ran is unknown")
+        xla: dict[str, Any] = {"jit_compile": self.jit}
+        if self.jit:
+            xla["first_call_s"] = {str(k): v for k, v in sorted(self._first_call_s.items())}
+            xla["first_call_note"] = "XLA compile + one run, per batch size"
+        return {
+            "framework": "tensorflow",
+            "framework_version": tf.__version__,
+            "device": self._device.lower(),
+            "requested_precision": self.precision,
+            "executed_precision": self._executed,
+            "threads": self.threads or os.cpu_count(),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "model_dir": self.model_dir,
+            # GPU only: TF32 is an NVIDIA tensor-core mode (switched off at load)
+            "tensor_float_32": (tf.config.experimental.tensor_float_32_execution_enabled()
+                                if self._device == "GPU" else None),
+            "evidence": {**self._evidence, "xla": xla, "grappler_options": self._grappler,
+                         "env": {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}},
+        }
+
+    def close(self) -> None:
+        self._fn = None
+        self._loaded = None
+
+
+def _apply_threads(name: str, threads: int) -> None:
+    """Intra-op threads can only be set before TensorFlow's runtime starts (the conversion
+    starts it), so this runs first in ``create``; a started runtime with another count fails."""
+    if not threads:
+        return
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:
+        current = tf.config.threading.get_intra_op_parallelism_threads()
+        raise SutError(f"{name}: cannot use {threads} intra-op threads: TensorFlow already "
+                       f"started in this process with {current or 'its default'}; run one "
+                       "TensorFlow SUT per process") from None
+
+
+def _gpu_memory_growth() -> None:
+    """Let TensorFlow take GPU memory as it needs it, not all of it at start (which would make
+    the tracker's GPU memory the whole card). Only possible before the GPU is initialised."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # already initialised in this process
+            pass
+
+
+def check_model_path(model_path: str | None, model: str) -> None:
+    """Only what ``export_saved_model`` converts: state_dict, ONNX, SavedModel directory."""
+    from quantmark.models.source import is_torch_weights
+
+    if model_path is None or Path(model_path).is_dir() or is_torch_weights(model_path) \
+            or model_path.endswith(".onnx"):
+        return
+    raise UserError(f"--model-path {model_path}: the TensorFlow SUTs take "
+                    f"{', '.join(MODEL_PATH_FORMATS[:-1])} or {MODEL_PATH_FORMATS[-1]} "
+                    f"(model {model})")
+
+
+def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TensorFlowBackend:
+    """Set the thread count, convert (or take from the cache) the SavedModel, build the backend.
+
+    ``calibration`` is unused: no TensorFlow SUT quantizes.
+    """
+    if name not in PRECISIONS:
+        raise UserError(f"unknown TensorFlow SUT '{name}'; valid: {', '.join(PRECISIONS)}")
+    check_model_path(options.model_path, options.model)
+    _gpu_memory_growth()
+    _apply_threads(name, options.threads)
+    from quantmark.models.saved_model import export_saved_model
+
+    artifact = export_saved_model(spec, options.model_path)
+    return TensorFlowBackend(name, artifact, spec.input_size, options.threads)

@@ -1,0 +1,353 @@
+"""SavedModel -> .tflite with TensorFlow's own TFLiteConverter (cached), and user .tflite files.
+
+The TFLite SUTs all start from the SavedModel of ``models.saved_model`` (NHWC, dynamic batch),
+so they compute the same function as the TF SUTs. Four recipes, TensorFlow's standard ones:
+
+* ``fp32``: the plain conversion.
+* ``fp16``: float16 weights (``Optimize.DEFAULT`` + ``supported_types=[float16]``). On CPU the
+  weights are dequantized to fp32 once at load (DEQUANTIZE nodes on constant fp16 tensors) and
+  the compute stays fp32: on the digits model the XNNPACK output matches a numpy fp32 forward
+  with fp16-rounded weights to 3e-6, and differs from an fp16-arithmetic forward by 6e-3.
+* ``int8dyn``: dynamic range (``Optimize.DEFAULT``, no representative data): int8 weights for
+  tensors of >= 1024 elements, activations quantized per sample at run time. XNNPACK's output
+  matches a numpy forward with per-sample asymmetric int8 activations to 3e-6.
+* ``int8``: full integer, calibrated on the shared calibration set (one sample per yield),
+  ``TFLITE_BUILTINS_INT8`` only, int8 input and output.
+
+Everything here that reads a .tflite uses ai-edge-litert only, never TensorFlow: a Raspberry Pi
+with just ai-edge-litert + numpy can validate and run a user's .tflite (``load_user_tflite``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.exported import read_record, verify_record
+from quantmark.models.saved_model import tensorflow_version
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "fp32": {"optimizations": [], "version": 1},
+    "fp16": {"optimizations": ["DEFAULT"], "supported_types": ["float16"], "version": 1},
+    "int8dyn": {"optimizations": ["DEFAULT"], "representative_dataset": None, "version": 1},
+    "int8": {"optimizations": ["DEFAULT"], "representative_dataset": "calibration, 1 per yield",
+             "supported_ops": ["TFLITE_BUILTINS_INT8"], "inference_input_type": "int8",
+             "inference_output_type": "int8", "version": 1},
+}
+#: what each TFLite SUT name asks for
+SUT_PRECISION = {"tflite-fp32": "fp32", "tflite-fp16": "fp16", "tflite-int8dyn": "int8dyn",
+                 "tflite-int8": "int8"}
+#: ops doing the network's multiply-accumulates: their operand types say what precision ran
+COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
+               "BATCH_MATMUL", "CONV_3D")
+INPUT_TYPES = ("float32", "int8", "uint8")
+_INTEGER = ("int8", "uint8", "int16")
+
+
+def _dtype(value: Any) -> str:
+    return np.dtype(value).name
+
+
+# ---------------------------------------------------------------- reading a .tflite (no TF)
+def open_interpreter(path: str | Path, **kwargs: Any) -> Any:
+    """An ai-edge-litert interpreter for ``path``; kwargs go to ``Interpreter``."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_path=str(path), **kwargs)
+
+
+def inspect_file(path: str | Path) -> dict[str, Any]:
+    """``inspect_interpreter`` on an interpreter without the default delegate: a quick look,
+    which leaves XNNPACK's once-per-process log line for the SUT's load to capture."""
+    from ai_edge_litert.interpreter import OpResolverType
+
+    return inspect_interpreter(open_interpreter(
+        path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+
+
+def inspect_interpreter(interpreter: Any) -> dict[str, Any]:
+    """What a model contains: tensor types, ops, compute-op precision, I/O and quantization.
+
+    Works on an interpreter with or without delegates (``DELEGATE`` nodes are left out of the
+    op counts; ``sut.tflite.backend`` analyses them separately).
+    """
+    tensors = interpreter.get_tensor_details()
+    ops = [op for op in interpreter._get_ops_details() if op["op_name"] != "DELEGATE"]
+    inputs = {int(t["index"]) for t in interpreter.get_input_details()}
+    produced = {int(t) for op in ops for t in op["outputs"]}
+    constants = [t for t in tensors if int(t["index"]) not in produced | inputs]
+    compute = {"integer": 0, "hybrid": 0, "float": 0, "float16": 0}
+    for op in ops:
+        if op["op_name"] not in COMPUTE_OPS or len(op["operand_types"]) < 2:
+            continue
+        activation, weight = (_dtype(t) for t in op["operand_types"][:2])
+        if activation in _INTEGER:
+            compute["integer"] += 1
+        elif activation == "float16":
+            compute["float16"] += 1
+        elif weight in _INTEGER:
+            compute["hybrid"] += 1
+        else:
+            compute["float"] += 1
+    fp16_dequantize = sum(1 for op in ops if op["op_name"] == "DEQUANTIZE"
+                          and _dtype(op["operand_types"][0]) == "float16")
+    return {
+        "tensor_types": dict(sorted(Counter(_dtype(t["dtype"]) for t in tensors).items())),
+        "constant_tensor_types": dict(sorted(Counter(_dtype(t["dtype"])
+                                                     for t in constants).items())),
+        "int8_weight_tensors": sum(1 for t in constants if _dtype(t["dtype"]) in _INTEGER),
+        "ops": dict(sorted(Counter(op["op_name"] for op in ops).items())),
+        "compute_ops": compute,
+        "fp16_weight_dequantize_ops": fp16_dequantize,
+        "inputs": [_io(t) for t in interpreter.get_input_details()],
+        "outputs": [_io(t) for t in interpreter.get_output_details()],
+    }
+
+
+def _io(detail: dict[str, Any]) -> dict[str, Any]:
+    scale, zero_point = detail["quantization"]
+    return {"name": detail["name"], "index": int(detail["index"]),
+            "dtype": _dtype(detail["dtype"]),
+            "shape_signature": [int(d) for d in detail["shape_signature"]],
+            "scale": float(scale), "zero_point": int(zero_point),
+            "per_channel": len(detail["quantization_parameters"]["scales"]) > 1}
+
+
+def file_precision(summary: dict[str, Any]) -> str:
+    """The precision class a model's compute ops prove: int8, int8dyn, fp16 (weights) or fp32."""
+    compute = summary["compute_ops"]
+    if compute["integer"]:
+        return "int8"
+    if compute["hybrid"]:
+        return "int8dyn"
+    if compute["float16"] or summary["fp16_weight_dequantize_ops"]:
+        return "fp16"
+    return "fp32"
+
+
+def executed_precision(summary: dict[str, Any]) -> str:
+    """Human label of what computes, from the op operand types (see the module docstring)."""
+    compute = summary["compute_ops"]
+    total = sum(compute.values())
+    kind = file_precision(summary)
+    if kind == "int8":
+        rest = total - compute["integer"]
+        return "int8" if not rest else f"int8 ({compute['integer']} of {total} conv/FC ops; " \
+                                       f"{rest} float)"
+    if kind == "int8dyn":
+        label = "int8 dynamic (weights int8, activations quantized on the fly)"
+        rest = total - compute["hybrid"]
+        return label if not rest else f"{label}; {rest} of {total} conv/FC ops stay fp32"
+    if kind == "fp16":
+        return "fp16" if compute["float16"] else "fp32 (fp16 weights)"
+    return "fp32"
+
+
+def _layout(shape: list[int], size: int) -> str | None:
+    if len(shape) != 4:
+        return None
+    if shape[3] == 3 and shape[1] in (size, -1) and shape[2] in (size, -1):
+        return "NHWC"
+    if shape[1] == 3 and shape[2] in (size, -1) and shape[3] in (size, -1):
+        return "NCHW"
+    return None
+
+
+def model_io(summary: dict[str, Any], spec: Any, where: str) -> dict[str, Any]:
+    """Layout, class output and batch of a model for ``spec``; UserError (one line) if unfit."""
+    size = spec.input_size
+    if len(summary["inputs"]) != 1:
+        raise UserError(f"{where} has {len(summary['inputs'])} inputs; expected one image input "
+                        f"[N,{size},{size},3]")
+    inp = summary["inputs"][0]
+    layout = _layout(inp["shape_signature"], size)
+    if layout is None or inp["dtype"] not in INPUT_TYPES or inp["per_channel"]:
+        raise UserError(f"{where} input {inp['name']!r} is {inp['dtype']} "
+                        f"{inp['shape_signature']}; expected float32, int8 or uint8 (per-tensor "
+                        f"quantized) [N,{size},{size},3]: re-export the classifier for this size")
+    accepted = (spec.num_classes, spec.num_classes + 1)
+    output = next((o for o in summary["outputs"] if len(o["shape_signature"]) == 2
+                   and o["shape_signature"][1] in accepted and o["dtype"] in INPUT_TYPES
+                   and not o["per_channel"]), None)
+    if output is None:
+        found = ", ".join(f"{o['dtype']}{o['shape_signature']}" for o in summary["outputs"])
+        raise UserError(f"{where} has no [N,{accepted[0]}] or [N,{accepted[1]}] class output "
+                        f"(found {found}); export the classifier logits")
+    batch = inp["shape_signature"][0]
+    if batch not in (-1, 1):
+        raise UserError(f"{where} has a static batch of {batch}; convert it with a dynamic "
+                        "batch (None) or batch 1")
+    classes = output["shape_signature"][1]
+    return {"layout": layout, "label_offset": 1 if classes == spec.num_classes + 1 else 0,
+            "num_classes": classes, "output_name": output["name"],
+            "static_batch": None if batch == -1 else batch,
+            "input_dtype": inp["dtype"], "output_dtype": output["dtype"]}
+
+
+def load_user_tflite(path: str | Path, spec: Any) -> Artifact:
+    """Validate a user's .tflite for ``spec`` (used in place); UserError (one line) if unfit."""
+    p = Path(path)
+    where = f"model {spec.name}: --model-path {p}"
+    if not p.is_file():
+        raise UserError(f"{where} not found; pass an existing .tflite file")
+    try:
+        summary = inspect_file(p)
+    except (ValueError, RuntimeError) as exc:
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UserError(f"{where} is not a TFLite model ai-edge-litert can read ({cause}); pass "
+                        "a .tflite written by tf.lite.TFLiteConverter or ai-edge-torch") from None
+    io = model_io(summary, spec, where)
+    sha256 = hash_file(p, 64)  # one read: the record checks the full digest, keys use 16
+    file_hash = sha256[:16]
+    kind = file_precision(summary)
+    record = read_record(p)
+    weights = f"user: {p.name}"
+    if record is not None:  # written by run.py export: the file is quantmark's own artifact
+        verify_record(record, p, sha256)
+        if record.get("model") != spec.name:
+            raise UserError(f"{where} was exported for model {record.get('model')}: pass "
+                            f"--model {record.get('model')} (or leave --model out)")
+        weights = f"exported: {record.get('artifact', {}).get('weights', p.name)}"
+    return Artifact(
+        path=p, format="tflite", precision=kind, key=file_hash, weights=weights,
+        source_hash=file_hash, times={},
+        meta={"model": spec.name, "user_file": str(p.resolve()), "file_precision": kind,
+              "executed_precision": executed_precision(summary), "sha256": file_hash,
+              "cached": False, "export_record": record, **io},
+    )
+
+
+def check_precision(artifact: Artifact, sut: str) -> None:
+    """A user's .tflite must hold what the SUT name promises; otherwise name the SUT that fits."""
+    wanted, found = SUT_PRECISION[sut], artifact.meta["file_precision"]
+    if wanted == found:
+        return
+    fits = next(name for name, precision in SUT_PRECISION.items() if precision == found)
+    what = {"fp32": "an fp32 model", "fp16": "a model with fp16 weights",
+            "int8dyn": "a dynamic-range int8 model (float activations)",
+            "int8": "a full-integer int8 model"}[found]
+    needs = {"fp32": "fp32 weights", "fp16": "fp16 weights (float compute)",
+             "int8dyn": "dynamic-range int8 weights", "int8": "full-integer int8 ops"}[wanted]
+    raise UserError(f"--model-path {artifact.path} is {what}, but {sut} measures {needs}: run it "
+                    f"as {fits}, or pass the .pt/.onnx/SavedModel and quantmark converts it "
+                    f"for {sut}")
+
+
+# ---------------------------------------------------------------- conversion (needs TF)
+def tflite_key(saved: Artifact, precision: str, calibration_hash: str | None = None) -> str:
+    return hash_json({"what": "tflite", "saved_model": saved.key, "precision": precision,
+                      "tensorflow": tensorflow_version(), "recipe": RECIPES[precision],
+                      "calibration": calibration_hash if precision == "int8" else None})
+
+
+def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None) -> bytes:
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir),
+                                                         signature_keys=["serving_default"])
+    if precision != "fp32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if precision == "fp16":
+        converter.target_spec.supported_types = [tf.float16]
+    if precision == "int8":
+        assert calibration is not None
+
+        def representative() -> Any:
+            for sample in calibration:
+                yield [np.ascontiguousarray(sample[None], dtype=np.float32)]
+
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
+def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | None = None,
+                   calibration_hash: str | None = None) -> Artifact:
+    """The SavedModel ``saved`` converted with recipe ``precision`` (cached).
+
+    ``calibration``: float32 samples in the SavedModel's layout; int8 only, with its hash.
+    """
+    if precision == "int8" and (calibration is None or not calibration_hash
+                                or calibration.ndim != 4 or len(calibration) == 0):
+        raise ValueError("int8 conversion needs a non-empty [N,H,W,C] calibration array and "
+                         "its hash")
+    model = saved.meta.get("model", "model")
+    key = tflite_key(saved, precision, calibration_hash)
+
+    def build(folder: Path) -> Artifact:
+        what = (f"calibrating on {len(calibration)} samples and converting"
+                if precision == "int8" and calibration is not None else "converting")
+        progress(f"{what} {model} SavedModel -> TFLite {precision} ...")
+        import tensorflow  # noqa: F401 - imported before the clock: seconds, not conversion
+
+        started = time.perf_counter()
+        flatbuffer = _convert(saved.path.parent, precision, calibration)
+        convert_s = time.perf_counter() - started
+        out = folder / f"{model}-{precision}.tflite"
+        out.write_bytes(flatbuffer)
+        progress(f"converted {model} to TFLite {precision} in {convert_s:.1f} s")
+        summary = inspect_file(out)
+        shape = summary["inputs"][0]["shape_signature"]
+        batch = shape[0]
+        if batch != -1 and "user_file" not in saved.meta:
+            raise RuntimeError(f"TFLite {precision} of {model} lost the dynamic batch: {shape}")
+        if batch not in (-1, 1):
+            raise UserError(f"--model-path {saved.meta['user_file']}: the SavedModel has a "
+                            f"static batch of {batch}; save it with a dynamic batch (None)")
+        meta = {k: v for k, v in saved.meta.items()
+                if k in ("model", "layout", "label_offset", "num_classes")}
+        meta.update({
+            "saved_model_key": saved.key, "tensorflow": tensorflow_version(),
+            "recipe": RECIPES[precision], "file_precision": file_precision(summary),
+            "executed_precision": executed_precision(summary),
+            "static_batch": None if batch == -1 else batch, "sha256": hash_file(out),
+            "input": summary["inputs"][0], "tensor_types": summary["tensor_types"],
+        })
+        if precision == "int8" and calibration is not None:
+            meta.update({"calibration_hash": calibration_hash,
+                         "calibration_samples": int(len(calibration))})
+        return Artifact(path=out, format="tflite", precision=precision, key=key,
+                        weights=saved.weights, source_hash=saved.key,
+                        times={**saved.times, "tflite_convert_s": round(convert_s, 3)},
+                        meta=meta)
+
+    return cached_build(model, key, build)
+
+
+def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any) -> Artifact:
+    """The .tflite a TFLite SUT runs: the user's file as is, or converted for the SUT.
+
+    ``model_path``: None (built-in weights), a .tflite, a torch state_dict, an .onnx or a
+    SavedModel directory. ``calibration`` (``arrays(layout)``, ``hash()``) is read for int8 only.
+    """
+    precision = SUT_PRECISION[sut]
+    if model_path is not None and str(model_path).endswith(".tflite"):
+        artifact = load_user_tflite(model_path, spec)
+        check_precision(artifact, sut)
+        return artifact
+    from quantmark.models.source import TORCH_WEIGHT_SUFFIXES
+
+    if model_path is not None and not Path(model_path).is_dir() and not str(model_path).endswith(
+            (".onnx", *TORCH_WEIGHT_SUFFIXES)):
+        raise UserError(f"--model-path {model_path}: the TFLite SUTs take a .tflite file, a "
+                        "torch state_dict (.pt/.pth), an .onnx file or a SavedModel directory")
+    if importlib.util.find_spec("tensorflow") is None:
+        raise UserError(f"{sut} needs tensorflow to convert model {spec.name} to TFLite: pip "
+                        "install 'quantmark[tf]', or pass a ready .tflite with --model-path")
+    from quantmark.models.saved_model import export_saved_model
+
+    saved = export_saved_model(spec, model_path)
+    if precision != "int8":
+        return convert_tflite(saved, precision)
+    layout = saved.meta.get("layout", "NHWC")
+    return convert_tflite(saved, precision, calibration.arrays(layout), calibration.hash())

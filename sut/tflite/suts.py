@@ -1,0 +1,32 @@
+"""TFLite's SUTs as plain data (read by ``sut.registry``; imports no framework).
+
+``tflite-fp32``, ``tflite-fp16``, ``tflite-int8dyn`` and ``tflite-int8`` run on LiteRT
+(ai-edge-litert) with XNNPACK (``backend``); ``convert`` makes the .tflite files with
+TensorFlow's converter from the shared SavedModel (``models.saved_model``).
+"""
+
+from __future__ import annotations
+
+from quantmark.sut.info import FrameworkInfo, SutInfo
+
+# the batch in one invoke, or one invoke per sample at batch 1
+TFLITE_INVOKE_OPTION = "tflite_invoke"
+TFLITE_INVOKE_MODES = ("batched", "per-sample")
+
+
+def _cpu(name: str, precision: str) -> SutInfo:
+    return SutInfo(name, "tflite", precision, "cpu", "tflite", ("ai_edge_litert",),
+                   ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),))
+
+
+FRAMEWORK = FrameworkInfo(
+    name="tflite",
+    suts=(_cpu("tflite-fp32", "fp32"), _cpu("tflite-fp16", "fp16 weights"),
+          _cpu("tflite-int8dyn", "int8 dynamic range"), _cpu("tflite-int8", "int8 full integer")),
+    distributions=("ai-edge-litert",),
+    fp32_baseline="tflite-fp32",
+    variant_order=("fp32", "fp16", "int8", "int8dyn"),
+    pip_names={"ai_edge_litert": "ai-edge-litert"},
+    rank=30,
+    model_folders=True,
+)
