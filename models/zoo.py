@@ -217,7 +217,8 @@ def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) ->
 
 
 def _first_party_imports(source: str) -> set[str]:
-    """``models.*`` modules imported anywhere in ``source`` (found by parsing, not importing)."""
+    """``quantmark.models.*`` modules imported anywhere in ``source`` (found by parsing, not
+    importing)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -226,7 +227,7 @@ def _first_party_imports(source: str) -> set[str]:
             names = [alias.name for alias in node.names]
         else:
             continue
-        found.update(n for n in names if n.startswith("models."))
+        found.update(n for n in names if n.startswith(f"{__package__}."))
     return found
 
 

@@ -292,7 +292,6 @@ def derive(study: Study) -> None:
     agreement_cache: dict = {}
     for config in study.configs:
         results = config.first
-        summaries = [r.summary for r in config.runs]
         fp32 = by_key.get((config.system, config.model, baseline(results), config.scenario,
                            config.batch_size))
         fp32_peers = [c for c in study.configs
@@ -301,39 +300,13 @@ def derive(study: Study) -> None:
                       and c.metric]
         best = (min(fp32_peers, key=lambda c: c.metric) if config.latency_metric else
                 max(fp32_peers, key=lambda c: c.metric)) if fp32_peers else None
-        times = [r.results.get("times", {}) for r in config.runs]
-        conversion = {k: v for k, v in times[0].items()
-                      if k not in RUNNER_TIMES and isinstance(v, int | float)}
         acc_key = (config.system, config.model, config.sut)
         fp32_acc_key = (config.system, config.model, baseline(results))
         top1 = study.accuracy.get(acc_key, {}).get("top1")
         fp32_top1 = study.accuracy.get(fp32_acc_key, {}).get("top1")
-        samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]
-        tracked = [r.tracked for r in config.runs]
-        energy = [(t.get("trackers") or {}).get("energy") for t in tracked]
-        energy = [e for e in energy if e]
-        rss = [t["peak_rss_mb"] for t in tracked if t.get("peak_rss_mb")]
-        gpu = [(t.get("trackers") or {}).get("gpu_memory_mb") for t in tracked]
-        gpu = [g for g in gpu if g is not None]
-        metric_values = config.metric_values()
         throttled, throttling_reasons = throttling(config.runs)
         config.derived = {
-            "n": len(config.runs),
-            "validity": ("VALID" if all(s.validity == "VALID" for s in summaries) else
-                         f"INVALID ({sum(s.validity != 'VALID' for s in summaries)} of "
-                         f"{len(summaries)})"),
-            "run_kind": results.get("settings", {}).get("mode", "unknown"),
-            "metric_name": summaries[0].metric_name,
-            "metric_unit": summaries[0].metric_unit,
-            "metric": config.metric,
-            "metric_std": _spread(metric_values),
-            "metric_min": min(metric_values) if metric_values else None,
-            "metric_max": max(metric_values) if metric_values else None,
-            "samples_per_s": statistics.fmean(samples) if samples else None,
-            "samples_per_s_std": _spread(samples),
-            "percentiles_ns": {p: statistics.fmean(s.percentiles_ns[p] for s in summaries)
-                               for p in summaries[0].percentiles_ns
-                               if all(p in s.percentiles_ns for s in summaries)},
+            **_measured(config),
             "speedup_vs_fp32": _speedup(config, fp32),
             "speedup_vs_best_fp32": _speedup(config, best),
             "best_fp32": best.sut if best else None,
@@ -343,24 +316,65 @@ def derive(study: Study) -> None:
             "agreement_with_fp32": _agreement(study, acc_key, fp32_acc_key, agreement_cache),
             "weights": results.get("model", {}).get("weights", ""),
             "model_size_mb": (results.get("model", {}).get("size_bytes") or 0) / 2**20 or None,
-            "conversion_s": sum(conversion.values()) if conversion else None,
-            "conversion_steps": conversion,
-            "prepare_s": statistics.fmean(t.get("prepare_s", 0.0) for t in times),
-            "load_s": statistics.fmean(t.get("load_s", 0.0) for t in times),
-            "warmup_s": (statistics.fmean(t["warmup_s"] for t in times)
-                         if all("warmup_s" in t for t in times) else None),
-            "peak_rss_mb": max(rss) if rss else None,
-            "gpu_memory_mb": max(gpu) if gpu else None,
-            "energy_j_per_sample": (statistics.fmean(e["joules_per_sample"] for e in energy)
-                                    if energy and all(e.get("joules_per_sample")
-                                                      for e in energy) else None),
-            "power_w": statistics.fmean(e["watts"] for e in energy) if energy else None,
+            **_costs(config),
             "executed_precision": str(results.get("sut", {}).get("executed_precision", "")),
             "fingerprint": fingerprint_id(results),
             "workers": results.get("settings", {}).get("workers"),
             "throttled": throttled,
             "throttling_reasons": throttling_reasons,
         }
+
+
+def _measured(config: Config) -> dict[str, Any]:
+    """What LoadGen measured, over the config's repeats: validity, metric and its spread,
+    samples/s, percentiles."""
+    summaries = [r.summary for r in config.runs]
+    samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]
+    metric_values = config.metric_values()
+    return {
+        "n": len(config.runs),
+        "validity": ("VALID" if all(s.validity == "VALID" for s in summaries) else
+                     f"INVALID ({sum(s.validity != 'VALID' for s in summaries)} of "
+                     f"{len(summaries)})"),
+        "run_kind": config.first.get("settings", {}).get("mode", "unknown"),
+        "metric_name": summaries[0].metric_name,
+        "metric_unit": summaries[0].metric_unit,
+        "metric": config.metric,
+        "metric_std": _spread(metric_values),
+        "metric_min": min(metric_values) if metric_values else None,
+        "metric_max": max(metric_values) if metric_values else None,
+        "samples_per_s": statistics.fmean(samples) if samples else None,
+        "samples_per_s_std": _spread(samples),
+        "percentiles_ns": {p: statistics.fmean(s.percentiles_ns[p] for s in summaries)
+                           for p in summaries[0].percentiles_ns
+                           if all(p in s.percentiles_ns for s in summaries)},
+    }
+
+
+def _costs(config: Config) -> dict[str, Any]:
+    """What the config cost beside its metric: conversion and load times, memory, energy."""
+    times = [r.results.get("times", {}) for r in config.runs]
+    conversion = {k: v for k, v in times[0].items()
+                  if k not in RUNNER_TIMES and isinstance(v, int | float)}
+    tracked = [r.tracked for r in config.runs]
+    energy = [e for t in tracked if (e := (t.get("trackers") or {}).get("energy"))]
+    rss = [t["peak_rss_mb"] for t in tracked if t.get("peak_rss_mb")]
+    gpu = [g for t in tracked if (g := (t.get("trackers") or {}).get("gpu_memory_mb"))
+           is not None]
+    return {
+        "conversion_s": sum(conversion.values()) if conversion else None,
+        "conversion_steps": conversion,
+        "prepare_s": statistics.fmean(t.get("prepare_s", 0.0) for t in times),
+        "load_s": statistics.fmean(t.get("load_s", 0.0) for t in times),
+        "warmup_s": (statistics.fmean(t["warmup_s"] for t in times)
+                     if all("warmup_s" in t for t in times) else None),
+        "peak_rss_mb": max(rss) if rss else None,
+        "gpu_memory_mb": max(gpu) if gpu else None,
+        "energy_j_per_sample": (statistics.fmean(e["joules_per_sample"] for e in energy)
+                                if energy and all(e.get("joules_per_sample")
+                                                  for e in energy) else None),
+        "power_w": statistics.fmean(e["watts"] for e in energy) if energy else None,
+    }
 
 
 def batch_scan(study: Study) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
+
+log = logging.getLogger(__name__)
 
 INTEGER_KERNELS = frozenset({
     "QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
@@ -154,8 +156,7 @@ class OnnxRuntimeBackend(Backend):
                     "measures FP32 compute with FP16 storage")
             self._executed["precision_note"] = note
             executed = self._executed["executed_precision"]
-            print(f"[quantmark] warning: ort-fp16 executed as {executed}: {note}",
-                  file=sys.stderr, flush=True)
+            log.warning("ort-fp16 executed as %s: %s", executed, note)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
         return self._session.run(None, {self._input_name: batch})[0]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import re
 import sys
 import time
@@ -53,6 +54,8 @@ from quantmark.sut.interface import SutOptions
 from quantmark.sut.onnxruntime.backend import OnnxRuntimeBackend, node_kernel_events
 from quantmark.sut.onnxruntime.suts import CUDA_EP, TRT_EP, TRT_INT8_ROUTE_OPTION
 from quantmark.sut.registry import check_options, get_sut
+
+log = logging.getLogger(__name__)
 
 CPU_EP = "CPUExecutionProvider"
 #: SUT -> (the execution provider it must run on, requested precision)
@@ -340,9 +343,8 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
                 "TensorRT's per-layer precision is inside its fused engine node, not in "
                 "ONNX Runtime's profile; trt-* reports it per layer")
             if summary["compute_outside_tensorrt"]:
-                print(f"[quantmark] warning: {self.name}: compute nodes outside TensorRT, on "
-                      f"the CUDA provider: {summary['compute_outside_tensorrt']}",
-                      file=sys.stderr, flush=True)
+                log.warning("%s: compute nodes outside TensorRT, on the CUDA provider: %s",
+                            self.name, summary["compute_outside_tensorrt"])
             return
         if self.precision == "fp16" and not per_precision.get("fp16"):
             raise SutError(f"{self.name}: no compute kernel ran in FP16 (compute nodes by "

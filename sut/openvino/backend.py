@@ -14,7 +14,7 @@ FP16 arithmetic, and ``ov-fp16`` then runs and says so (``executed_precision`` "
 from __future__ import annotations
 
 import collections
-import sys
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,8 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = {"ov-fp32": "fp32", "ov-bf16": "bf16", "ov-fp16": "fp16", "ov-int8": "int8"}
 #: layer types (CPU plugin names) that do the arithmetic; the rest is data movement
@@ -174,8 +176,7 @@ class OpenVinoBackend(Backend):
                     "the compiled INFERENCE_PRECISION_HINT reads "
                     f"{self._executed['compiled']['inference_precision_hint']}")
             self._executed["precision_note"] = note
-            print(f"[quantmark.sut] warning: ov-fp16 executes bf16: {note}", file=sys.stderr,
-                  flush=True)
+            log.warning("ov-fp16 executes bf16: %s", note)
             return
         raise SutError(f"{name}: compute layers run {ran}, not {self.precision} (this CPU "
                        f"lacks {self.precision} support?); refusing to measure "

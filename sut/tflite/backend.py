@@ -32,6 +32,7 @@ here imports TensorFlow: a user's .tflite runs on a device with only ai-edge-lit
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import re
@@ -48,6 +49,8 @@ from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.tflite.convert import SUT_PRECISION, executed_precision, inspect_interpreter
 from quantmark.sut.tflite.suts import TFLITE_INVOKE_MODES, TFLITE_INVOKE_OPTION
+
+log = logging.getLogger(__name__)
 
 INVOKE_MODES = TFLITE_INVOKE_MODES
 _REPLACING = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate \(([^)]*)\) "
@@ -75,7 +78,7 @@ def native_stderr() -> Iterator[list[str]]:
             lines.extend(sink.read().decode(errors="replace").splitlines())
             loud = [line for line in lines if not line.startswith(("INFO:", "VERBOSE:"))]
             if loud:
-                print("\n".join(loud), file=sys.stderr, flush=True)
+                log.warning("TFLite said: %s", "\n".join(loud))
 
 
 def delegation(ops: list[dict[str, Any]], log: list[str]) -> dict[str, Any]:
