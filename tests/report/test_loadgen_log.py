@@ -10,40 +10,14 @@ from quantmark.report.accuracy import compute_accuracy
 from quantmark.report.loadgen_log import LogError, read_detail, summarize_file
 from quantmark.report.table import to_csv, to_markdown, write_report
 from tests.conftest import run_python
-
-DUMMY = """
-import os, time, numpy as np, mlperf_loadgen as lg
-out = {out!r}
-os.makedirs(out, exist_ok=True)
-buf = np.array([3.0], np.float32)
-def issue(ids, idx):
-    time.sleep(2e-5 * len(ids))
-    a = buf.__array_interface__["data"][0]
-    lg.QuerySamplesComplete([lg.QuerySampleResponse(i, a, 4) for i in ids])
-sut = lg.ConstructFastSUT(issue, lambda: None)
-qsl = lg.ConstructQSL(64, 64, lambda x: None, lambda x: None)
-s = lg.TestSettings()
-s.scenario = lg.TestScenario.{scenario}
-s.mode = lg.TestMode.PerformanceOnly
-s.min_duration_ms = 500
-s.min_query_count = {min_queries}
-s.single_stream_expected_latency_ns = 100000
-s.multi_stream_expected_latency_ns = 100000
-s.offline_expected_qps = 100000
-s.server_target_qps = 1000
-s.server_target_latency_ns = {server_bound_ns}
-log = lg.LogSettings()
-log.log_output.outdir = out
-lg.StartTestWithLogSettings(sut, qsl, s, log)
-"""
+from tests.report.loadgen_runs import MIN_QUERIES, PROGRAM
 
 
 def _dummy_run(out, scenario: str, server_bound_ns: int = 2_000_000_000) -> None:
     """LoadGen over a trivial SUT. The Server bound is loose by default so a scheduler stall of
     a shared machine cannot make the run INVALID; a tight one makes it INVALID on purpose."""
-    min_queries = {"SingleStream": 64, "MultiStream": 662, "Server": 700, "Offline": 1}
-    code = DUMMY.format(out=str(out), scenario=scenario, min_queries=min_queries[scenario],
-                        server_bound_ns=server_bound_ns)
+    code = PROGRAM.format(out=str(out), scenario=scenario, mode="PerformanceOnly",
+                          min_queries=MIN_QUERIES[scenario], server_bound_ns=server_bound_ns)
     proc = run_python(code, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
