@@ -24,9 +24,11 @@ class PartFormatter(logging.Formatter):
 
 
 def setup(level: int = logging.INFO) -> None:
-    """Send quantmark's records to stderr (rich on a terminal, plain lines elsewhere). Other
-    libraries keep their own handlers and levels, and records still reach the root logger's
-    handlers (pytest's caplog, a host application's); calling this twice changes nothing."""
+    """Send quantmark's records to stderr (rich on a terminal, plain lines elsewhere), and only
+    there. Called by the programs quantmark owns (the CLI, the test process); a host
+    application that imports quantmark without calling it gets the records through its own
+    root handlers as usual. Other libraries keep their handlers; calling this twice changes
+    nothing."""
     root = logging.getLogger("quantmark")
     if any(getattr(h, "_quantmark", False) for h in root.handlers):
         return
@@ -42,3 +44,6 @@ def setup(level: int = logging.INFO) -> None:
     handler._quantmark = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+    # only here: frameworks (ONNX Runtime's quantizer, for one) call logging.basicConfig, and
+    # the root's handler would print every line a second time
+    root.propagate = False
