@@ -10,6 +10,8 @@
     python run.py sweep --models resnet50 --suts ort-fp32,ort-int8 --output DIR   # or FILE
     python run.py --list-suts
     python run.py report DIR [DIR ...] [--output DIR]
+    python run.py --scenario Offline --sut ort-int8 --repeats 5   # median and 95% interval
+    python run.py compare RESULTS_A RESULTS_B        # ratio of two sets of runs, with interval
     python run.py export --sut tflite-fp32,tflite-int8 --model mobilenetv2 --output DIR  # for a Pi
     python run.py train-bench --model resnet50 --framework torch --precision fp32,amp --steps 20
 """
@@ -57,6 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all-tests", action="store_true",
                         help="performance, accuracy, TEST01 and TEST04, each in its own process")
     parser.add_argument("--list-suts", action="store_true", help="list SUTs and exit")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="run the performance test N times, each in a fresh process, and "
+                             "print the median with its 95%% interval (default 1; the default "
+                             "job: 3, interleaved)")
+    parser.add_argument("--until-stable", type=float, default=None, metavar="PCT",
+                        help="repeat (at least 3 runs) until the interval's half-width is under "
+                             "PCT percent of the median, or --max-repeats runs were made")
+    parser.add_argument("--max-repeats", type=int, default=10,
+                        help="cap on --until-stable's runs (default 10)")
+    return parser
+
+
+def build_compare_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py compare",
+                     description="How many times faster B is than A, with its 95%% interval: "
+                                 "'no measurable difference' when the interval holds 1.0.")
+    parser.add_argument("a", help="results folder, run folder or sweep cell "
+                                  "(SWEEP/runs/<model>/<sut>/<scenario>-b<batch>)")
+    parser.add_argument("b", help="the same, for the other side")
+    parser.add_argument("--paired", action="store_true",
+                        help="the runs were made side by side, interleaved (A1 B1 A2 B2 ...): "
+                             "pair them by repeat so drift cancels")
     return parser
 
 
@@ -196,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
             commands.export(build_export_parser().parse_args(argv[1:]))
         elif argv[:1] == ["train-bench"]:
             commands.train_bench(build_train_bench_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["compare"]:
+            args = build_compare_parser().parse_args(argv[1:])
+            commands.compare(args.a, args.b, args.paired)
         elif argv[:1] == ["report"]:
             args = build_report_parser().parse_args(argv[1:])
             commands.report(args.folders, args.output)
@@ -210,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             elif args.audit:
                 return 0 if commands.run_audit(config_from_args(args)) else 1
             elif not args.scenario and not args.sut and not args.model:
-                commands.default_job(args.output)
+                commands.default_job(args.output, args.repeats)
+            elif args.repeats is not None or args.until_stable is not None:
+                commands.run_repeated(config_from_args(args), args.repeats or 1,
+                                      args.until_stable, args.max_repeats)
             else:
                 commands.run_one(config_from_args(args))
     except UserError as exc:

@@ -21,9 +21,6 @@ from quantmark.validate import check_output_writable, validate, validate_inputs
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
 
-DEFAULT_SUTS = ("ort-fp32", "ort-int8")
-DEFAULT_SCENARIOS = ("Offline", "SingleStream")
-
 
 def list_suts() -> list[dict[str, Any]]:
     """Every known SUT with whether it can run here (and why not)."""
@@ -213,7 +210,17 @@ def _print_run(result: LaunchResult) -> None:
             text += f", {value / 1e6:.3f} ms" if unit == "ns" else f", {value:.2f} samples/s"
         if summary.get("validity") == "INVALID":
             text += f" ({why_invalid(summary.get('unmet_checks'), summary.get('invalid_reason'))})"
+    repeat = results.get("repeat") or {}
+    if (repeat.get("of") or 1) > 1:
+        text += f" (repeat {repeat.get('index')} of {repeat.get('of')})"
     console.print(f"{escape(text)}  ->  {result.run_dir}")
+    from quantmark.interference import describe
+
+    disturbed = describe(results.get("interference"))
+    if disturbed:
+        console.print(f"[bold red]{escape(disturbed)}[/]: this run's figures are not the "
+                      "SUT's quiet speed; rerun on a quiet machine or read the median of "
+                      "--repeats")
     thermal = results.get("machine", {}).get("thermal") or {}
     if thermal.get("throttled"):
         console.print(f"[yellow]the board throttled during this run "
@@ -221,68 +228,67 @@ def _print_run(result: LaunchResult) -> None:
                       "steady speed; cool it and run again[/]")
 
 
-def default_job(output: str) -> list[dict[str, Any]]:
-    """Offline and SingleStream for ort-fp32 and ort-int8 on the pretrained default model."""
+def default_job(output: str, repeats: int | None = None) -> list[Any]:
+    """Offline and SingleStream for ort-fp32 and ort-int8 on the pretrained default model,
+    repeated and interleaved (``quantmark.default_job``)."""
+    from quantmark import default_job as job
     from quantmark.models.zoo import DEFAULT_MODEL
 
     check_output_writable(output)
-    base = RunConfig(scenario="Offline", sut="ort-fp32", model=DEFAULT_MODEL, output=output)
+    base = RunConfig(scenario="Offline", sut=job.BASELINE, model=DEFAULT_MODEL, output=output)
     validate(base)
-    rows: list[dict[str, Any]] = []
-    for sut in DEFAULT_SUTS:
-        accuracy = run_one(replace(base, sut=sut, scenario="Offline", mode="accuracy",
-                                   batch_size=8))
-        top1 = accuracy.results["accuracy"]["top1"]
-        for scenario in DEFAULT_SCENARIOS:
-            batch = 8 if scenario == "Offline" else 1
-            result = run_one(replace(base, sut=sut, scenario=scenario, batch_size=batch))
-            rows.append({"sut": sut, "scenario": scenario, "top1": top1,
-                         "summary": result.results["summary"],
-                         "executed": result.results["sut"].get("executed_precision")})
-    _print_default_table(rows, base.model)
-    return rows
+    return job.run(base, run_one, console, job.REPEATS if repeats is None else repeats)
 
 
-def _speedup(rows: list[dict[str, Any]], row: dict[str, Any]) -> str:
-    """INT8 vs FP32 of the same framework and scenario, by the official metric."""
-    if row["sut"] == "ort-fp32":
-        return "1.00x"
-    reference = next((r for r in rows if r["sut"] == "ort-fp32"
-                      and r["scenario"] == row["scenario"]), None)
-    if reference is None:
-        return "-"
-    mine, theirs = row["summary"]["metric_value"], reference["summary"]["metric_value"]
-    if not mine or not theirs:
-        return "-"
-    ratio = theirs / mine if row["summary"]["metric_unit"] == "ns" else mine / theirs
-    return f"{ratio:.2f}x"
+def run_repeated(config: RunConfig, repeats: int, until_stable: float | None,
+                 max_repeats: int) -> Any:
+    """``--repeats N`` / ``--until-stable``: the test N times in fresh processes, then its
+    median and interval."""
+    from quantmark.repeats import check_repeats, run_set
+
+    check_repeats(repeats, until_stable, max_repeats)
+    if config.mode != "performance" or config.audit:
+        raise UserError("--repeats and --until-stable repeat performance runs; drop --mode "
+                        "accuracy / --audit")
+    validate(config)
+    done = run_set(config, run_one, repeats, until_stable, max_repeats)
+    interval = done.interval()
+    if interval is not None:
+        unit, scale, fmt = ((" ms", 1e6, "{:.3f}") if done.latency else
+                            (" samples/s", 1.0, "{:.2f}"))
+        shown = replace(interval, point=interval.point / scale,
+                        low=None if interval.low is None else interval.low / scale,
+                        high=None if interval.high is None else interval.high / scale)
+        disturbed = done.disturbed()
+        console.print(f"{escape(config.sut)} {config.scenario}: median of "
+                      f"{len(done.results)} runs {shown.text(fmt)}{unit} (95% interval, "
+                      f"{interval.method})" + (f"; [bold red]{len(disturbed)} disturbed[/]"
+                                               if disturbed else ""))
+    return done
 
 
-def _print_default_table(rows: list[dict[str, Any]], model: str) -> None:
-    def metric(s: dict[str, Any]) -> str:
-        return (f"{s['metric_value'] / 1e6:.3f} ms" if s["metric_unit"] == "ns"
-                else f"{s['metric_value']:.2f} samples/s")
+def compare(a: str, b: str, paired: bool = False) -> Any:
+    """Print the ratio of two sets of repeated runs with its interval and verdict."""
+    from quantmark import compare as comparing
 
-    def percentile(key: str) -> Callable[[dict[str, Any]], str]:
-        return lambda row: f"{row['summary']['percentiles_ns'][key] / 1e6:.2f}"
-
-    columns: dict[str, Callable[[dict[str, Any]], str]] = {  # header -> the field it shows
-        "SUT": lambda row: row["sut"], "executed": lambda row: row["executed"] or "-",
-        "scenario": lambda row: row["scenario"],
-        "validity": lambda row: row["summary"]["validity"],
-        "official metric": lambda row: metric(row["summary"]),
-        "p50 ms": percentile("50.00"), "p90 ms": percentile("90.00"),
-        "p99 ms": percentile("99.00"),
-        "samples/s": lambda row: f"{row['summary']['samples_per_second']:.1f}",
-        "speedup vs fp32": lambda row: _speedup(rows, row),
-        "top-1 %": lambda row: f"{row['top1']:.2f}"}
-    table = Table(title=f"quantmark default job: {model} on the built-in dataset (quick runs)")
-    for header in columns:
-        table.add_column(header)
-    for row in rows:
-        table.add_row(*(escape(cell(row)) for cell in columns.values()))
+    side_a, side_b, ratio = comparing.compare(a, b, paired)
+    table = Table(title="compare")
+    for column in ("side", "folder", "SUT", "runs", "official metric, median [95% interval]",
+                   "disturbed"):
+        table.add_column(column, overflow="fold")
+    for name, side in (("A", side_a), ("B", side_b)):
+        hit = side.disturbed()
+        table.add_row(name, escape(side.label), escape(", ".join(side.suts)),
+                      str(len(side.values)), escape(comparing.metric_text(side)),
+                      f"[bold red]{len(hit)}[/]" if hit else "no")
     console.print(table)
-    console.print("Quick runs: short and not valid for submission; use --official for that.")
+    console.print(escape(comparing.verdict_line(ratio)) + f" ({ratio.method})")
+    for name, side in (("A", side_a), ("B", side_b)):
+        for record in side.disturbed():
+            why = "; ".join(record["interference"].get("why") or [])
+            console.print(f"[yellow]{name} has a disturbed run: {escape(why)}; rerun it on a "
+                          "quiet machine[/]")
+    return ratio
 
 
 def report(folders: list[str], output: str | None = None) -> None:
@@ -312,6 +318,7 @@ def _characterization(folders: list[str], output: Path) -> None:
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
                         "machine that has it and run python run.py report there")
+    from quantmark.report.intervals import disturbed_lines, disturbed_text, speedup_text
     from quantmark.report.sweep_report import metric_text, write
     from quantmark.report.tables import number
 
@@ -323,10 +330,11 @@ def _characterization(folders: list[str], output: Path) -> None:
                         f"{', '.join(folders)}")
     columns: dict[str, Callable[[Any], str]] = {  # header -> the named field it shows
         "system": lambda c: c.system, "model": lambda c: c.model,
-        "scenario": lambda c: c.scenario, "SUT": lambda c: c.sut,
+        "scenario": lambda c: c.scenario,
+        "SUT": lambda c: f"{c.sut} ⚠" if c.derived["disturbed"] else c.sut,
         "batch": lambda c: str(c.batch_size), "validity": lambda c: c.derived["validity"],
-        "official metric": metric_text,
-        "x fw FP32": lambda c: number(c.derived["speedup_vs_fp32"], 2, "x"),
+        "disturbed": disturbed_text, "official metric [95%]": metric_text,
+        "x fw FP32": lambda c: speedup_text(c, "speedup_vs_fp32"),
         "top-1 %": lambda c: number(c.derived["top1"]),
         "agree FP32 %": lambda c: number(c.derived["agreement_with_fp32"], 1)}
     table = Table(title=f"characterization of {', '.join(folders)}")
@@ -336,6 +344,8 @@ def _characterization(folders: list[str], output: Path) -> None:
         table.add_row(*(escape(cell(config)) for cell in columns.values()))
     if study.configs or study.explained:
         console.print(table)
+    for line in disturbed_lines(study.configs):
+        console.print(f"[yellow]disturbed:[/] {escape(line)}")
     if study.training:
         from quantmark.report.training import rows
 
@@ -355,6 +365,7 @@ def _percentile_table(folder: str) -> None:
     from quantmark.report.table import (
         CONSOLE_COLUMNS,
         console_cells,
+        disturbed_warnings,
         incomplete_warnings,
         write_report,
     )
@@ -369,7 +380,9 @@ def _percentile_table(folder: str) -> None:
     for row in rows:
         table.add_row(*(escape(cell) for cell in console_cells(row, root)))
     console.print(table)
-    for line in incomplete_warnings(rows, root):
+    for line in incomplete_warnings(rows, root) + disturbed_warnings(rows, root):
         console.print(f"[yellow]warning:[/] {escape(line)}")
-    console.print(f"latencies in ms (LoadGen's nearest-rank); written {escape(str(csv_path))} "
+    console.print("latencies in ms (LoadGen's nearest-rank); Offline runs are one query of every "
+                  "sample, so their percentiles (n/a here, in the CSV as logged) are not a "
+                  f"sample's latency; written {escape(str(csv_path))} "
                   f"and {escape(str(md_path))}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError
+from quantmark.interference import Monitor, attach
 
 
 @dataclass
@@ -57,6 +58,8 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
 
     ``quiet`` discards the child's output; ``log_path`` keeps it (stdout and stderr) in a file.
     The child's peak RSS comes from the kernel's accounting of that one process (``wait4``).
+    A finished run's results (and its results.json) get ``interference``: what other
+    processes took from the machine during LoadGen's window (quantmark.interference).
     """
     with tempfile.TemporaryDirectory(prefix="quantmark-launch-") as tmp:
         config_path = Path(tmp) / "config.json"
@@ -76,17 +79,23 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
             if log_path is not None:
                 Path(log_path).parent.mkdir(parents=True, exist_ok=True)
                 output = stack.enter_context(open(log_path, "wb"))
+            # watches the machine from here, before the child exists until it is reaped
+            monitor = stack.enter_context(Monitor())
             process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=output,
                                        stderr=subprocess.STDOUT if log_path else None)
+            monitor.watch(process.pid)
             returncode, peak_rss_mb = _wait(process, timeout_s)
         if returncode is None:
             return LaunchResult("timeout", None, {},
                                 f"test did not finish within {timeout_s:.0f} s", peak_rss_mb)
         if status_path.is_file():
             status = json.loads(status_path.read_text())
-            return LaunchResult(status["status"], status.get("run_dir"),
-                                status.get("results", {}), status.get("message", ""),
-                                peak_rss_mb)
+            result = LaunchResult(status["status"], status.get("run_dir"),
+                                  status.get("results", {}), status.get("message", ""),
+                                  peak_rss_mb)
+            if result.status == "ok" and result.run_dir:  # was the machine quiet meanwhile?
+                attach(monitor, result.run_dir, result.results)
+            return result
         return LaunchResult("crashed", None, {},
                             f"test process exited with code {returncode} and no status",
                             peak_rss_mb)

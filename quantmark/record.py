@@ -51,6 +51,9 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
             **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
         "software": fingerprint.software(info.distributions),
     }
+    if config.mode == "performance" and not config.audit:
+        results["repeat"] = {"index": config.repeat, "of": config.repeats,
+                             "set": config.repeat_set}
     if config.audit:
         results["audit"] = {"test": config.audit, "config": str(ran.audit_config),
                             "applied": audit_was_applied(work / "mlperf_log_detail.txt")}

@@ -206,7 +206,7 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     """Run one test; returns the results dict written as results.json."""
     system = config.system_id or system_id(config.sut)
     final = run_dir(config.output, system, config.model, config.scenario, config.mode,
-                    config.audit)
+                    config.audit, config.repeat)
     with RunFolder(final) as folder:
         prepared = prepare(config)
         ran = run_loadgen(config, prepared, folder, status_path)

@@ -194,6 +194,9 @@ def _run_cell(root: Path, spec: SweepSpec, cell: Cell, console: Console) -> dict
         entry["trackers"] = tracker.report(times.get("loadgen_started_at"),
                                            times.get("loadgen_ended_at"),
                                            summary.get("samples_per_second"))
+        interference = result.results.get("interference") or {}
+        entry["disturbed"] = interference.get("disturbed")
+        entry["disturbed_why"] = interference.get("why") or []
     else:
         entry["message"] = result.message or _log_tail(log)
     return entry
@@ -211,5 +214,8 @@ def _log_tail(log: Path) -> str:
 
 def _line(cell_id: str, entry: dict[str, Any]) -> str:
     if entry["status"] == "ok":
-        return f"[green]ok[/] {escape(cell_id)} ({entry.get('wall_s', 0):.0f} s)"
+        line = f"[green]ok[/] {escape(cell_id)} ({entry.get('wall_s', 0):.0f} s)"
+        if entry.get("disturbed"):
+            line += (f" [bold red]DISTURBED[/] ({escape('; '.join(entry['disturbed_why']))})")
+        return line
     return f"[red]{entry['status']}[/] {escape(cell_id)}: {escape(entry.get('message', ''))}"

@@ -17,11 +17,15 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file
+
+if TYPE_CHECKING:
+    from quantmark.report.stats import AccuracyChange
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,34 @@ def read_val_map_labels(path: str | Path) -> list[int]:
         raise UserError(f"val_map {file} does not exist; pass the val_map.txt the run used")
     items, _ = parse_val_map(file.read_bytes(), file)
     return [label for _, label in items]
+
+
+def correct_by_sample(folder: str | Path) -> tuple[list[bool], list[int]] | None:
+    """Whether each sample (in QSL order) was right in an accuracy run folder, and its label;
+    None when the folder lacks its log or val_map."""
+    folder = Path(folder)
+    log, val_map = folder / "mlperf_log_accuracy.json", folder / "val_map.txt"
+    if not log.is_file() or not val_map.is_file():
+        return None
+    labels = read_val_map_labels(val_map)
+    predictions, _ = decode_predictions(log)
+    correct = [math.isfinite(p := predictions.get(i, math.nan)) and int(p) == label
+               for i, label in enumerate(labels)]
+    return correct, labels
+
+
+def paired_change(baseline: str | Path, candidate: str | Path, by_source_image: bool
+                  ) -> AccuracyChange | None:
+    """The paired top-1 change from the baseline's accuracy run to the candidate's (same
+    samples, same labels), or None when they are not comparable. ``by_source_image``: the
+    built-in dataset, whose every class is one photo cropped many times, so the interval
+    resamples classes (photos), not crops."""
+    from quantmark.report.stats import accuracy_change
+
+    base, cand = correct_by_sample(baseline), correct_by_sample(candidate)
+    if base is None or cand is None or base[1] != cand[1]:
+        return None
+    return accuracy_change(base[0], cand[0], groups=base[1] if by_source_image else None)
 
 
 def accuracy_text(result: AccuracyResult, log_path: str | Path | None = None) -> str:

@@ -5,7 +5,8 @@ Numbers come from LoadGen's own detail logs; ``results.json`` beside each log sa
 a sweep's ``sweep.json`` adds the cells that did not run (the reason) and what was tracked
 from outside the run (peak RSS, energy). Folders from several machines merge: configurations
 are keyed by the machine that ran them. Derived figures (speedups, accuracy change, agreement)
-are computed here, in one place, from those numbers.
+are computed here, in one place, from those numbers; their intervals and verdicts come from
+``report.intervals``: a figure is the median of its repeats, with a 95% interval.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.hashing import hash_json
-from quantmark.report.accuracy import decode_predictions
-from quantmark.report.agreement import agree
+from quantmark.report import intervals
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
+from quantmark.report.repeats import current_set
 from quantmark.report.training import load as load_training
 from quantmark.sut.info import SutInfo
 
@@ -87,8 +88,9 @@ class Config:
 
     @property
     def metric(self) -> float | None:
+        """The median over repeats: one run disturbed by another process moves it least."""
         values = self.metric_values()
-        return statistics.fmean(values) if values else None
+        return statistics.median(values) if values else None
 
 
 @dataclass
@@ -197,7 +199,8 @@ def load(folders: list[str | Path]) -> Study:
             elif config["mode"] == "accuracy":
                 accuracy[(system, config["model"], config["sut"])] = {
                     **(results.get("accuracy") or {}), "folder": folder,
-                    "weights": results.get("model", {}).get("weights", "")}
+                    "weights": results.get("model", {}).get("weights", ""),
+                    "dataset_builtin": (results.get("dataset") or {}).get("builtin") is True}
             else:
                 runs.append(Run(folder, summary, results, tracked.get(str(relative), {})))
         for entry in manifest.get("cells", {}).values():
@@ -207,7 +210,7 @@ def load(folders: list[str | Path]) -> Study:
                                            entry["mode"], entry["status"],
                                            entry.get("message", "")))
     grouped: dict[tuple, list[Run]] = {}
-    for run in runs:
+    for run in _newest_sets(runs):
         config = run.results["config"]
         key = (str(run.results.get("machine", {}).get("hostname", "unknown")), config["model"],
                config["sut"], run.summary.scenario, int(config["batch_size"]))
@@ -221,6 +224,15 @@ def load(folders: list[str | Path]) -> Study:
     study = Study(configs, explained, accuracy, machines, roots, training)
     derive(study)
     return study
+
+
+def _newest_sets(runs: list[Run]) -> list[Run]:
+    """Only the newest repeat set of each performance folder: ``run_k`` left by an older,
+    larger or interrupted set is not a repeat of this one (``report.repeats``)."""
+    by_folder: dict[Path, dict[Path, Run]] = {}
+    for run in runs:
+        by_folder.setdefault(run.folder.parent, {})[run.folder] = run
+    return [group[path] for group in by_folder.values() for path in current_set(list(group))]
 
 
 def _gpu_identity(gpu: dict[str, Any]) -> list[Any]:
@@ -265,31 +277,11 @@ def _spread(values: list[float]) -> float | None:
     return statistics.stdev(values) if len(values) > 1 else None
 
 
-def _speedup(config: Config, reference: Config | None) -> float | None:
-    mine, theirs = config.metric, reference.metric if reference else None
-    if not mine or not theirs:
-        return None
-    return theirs / mine if config.latency_metric else mine / theirs
-
-
-def _agreement(study: Study, key: tuple[str, str, str], reference: tuple[str, str, str],
-               cache: dict) -> float | None:
-    """Percent of samples whose top-1 class equals the FP32 SUT's: what quantization changed,
-    meaningful even for random weights, where top-1 accuracy is at chance level."""
-    if key not in study.accuracy or reference not in study.accuracy:
-        return None
-    for k in (key, reference):
-        if k not in cache:
-            log = study.accuracy[k]["folder"] / "mlperf_log_accuracy.json"
-            cache[k] = decode_predictions(log)[0] if log.is_file() else {}
-    result = agree(cache[key], cache[reference])
-    return result.percent if result.compared else None
-
-
 def derive(study: Study) -> None:
-    """Fill every config's ``derived`` figures (means over repeats, ratios, accuracy)."""
+    """Fill every config's ``derived`` figures (medians over repeats with their intervals,
+    speedups with their verdicts, the paired accuracy change, disturbed runs)."""
     by_key = {(c.system, c.model, c.sut, c.scenario, c.batch_size): c for c in study.configs}
-    agreement_cache: dict = {}
+    logs = intervals.AccuracyLogs(study.accuracy)
     for config in study.configs:
         results = config.first
         fp32 = by_key.get((config.system, config.model, baseline(results), config.scenario,
@@ -307,13 +299,12 @@ def derive(study: Study) -> None:
         throttled, throttling_reasons = throttling(config.runs)
         config.derived = {
             **_measured(config),
-            "speedup_vs_fp32": _speedup(config, fp32),
-            "speedup_vs_best_fp32": _speedup(config, best),
+            **intervals.derived(config, fp32, best, logs, (acc_key, fp32_acc_key)),
+            "fp32_baseline": baseline(results),
             "best_fp32": best.sut if best else None,
             "top1": top1,
             "top1_change_vs_fp32": (top1 - fp32_top1 if top1 is not None and
                                     fp32_top1 is not None else None),
-            "agreement_with_fp32": _agreement(study, acc_key, fp32_acc_key, agreement_cache),
             "weights": results.get("model", {}).get("weights", ""),
             "model_size_mb": (results.get("model", {}).get("size_bytes") or 0) / 2**20 or None,
             **_costs(config),
@@ -326,8 +317,8 @@ def derive(study: Study) -> None:
 
 
 def _measured(config: Config) -> dict[str, Any]:
-    """What LoadGen measured, over the config's repeats: validity, metric and its spread,
-    samples/s, percentiles."""
+    """What LoadGen measured, over the config's repeats: validity, metric (median; the mean
+    too, for the CSV's existing column) and its spread, samples/s, percentiles."""
     summaries = [r.summary for r in config.runs]
     samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]
     metric_values = config.metric_values()
@@ -340,10 +331,12 @@ def _measured(config: Config) -> dict[str, Any]:
         "metric_name": summaries[0].metric_name,
         "metric_unit": summaries[0].metric_unit,
         "metric": config.metric,
+        "metric_mean": statistics.fmean(metric_values) if metric_values else None,
         "metric_std": _spread(metric_values),
         "metric_min": min(metric_values) if metric_values else None,
         "metric_max": max(metric_values) if metric_values else None,
-        "samples_per_s": statistics.fmean(samples) if samples else None,
+        "samples_per_s": statistics.median(samples) if samples else None,
+        "samples_per_s_mean": statistics.fmean(samples) if samples else None,
         "samples_per_s_std": _spread(samples),
         "percentiles_ns": {p: statistics.fmean(s.percentiles_ns[p] for s in summaries)
                            for p in summaries[0].percentiles_ns

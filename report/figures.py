@@ -1,8 +1,11 @@
 """The report's figures, drawn with matplotlib (Agg) to PNG bytes.
 
 One figure per machine and model (and scenario where it matters), so merged reports of several
-machines stay readable: throughput by SUT, the speedup heatmap framework x precision, latency
-percentile curves, accuracy vs latency with the Pareto front, and the batch-size scan.
+machines stay readable: throughput by SUT, the speedup heatmap framework x precision and the
+speedups with their 95% intervals, latency percentile curves, accuracy vs latency with the
+Pareto front, and the batch-size scan. Every figure is a median over repeats and carries its
+95% interval (error bars); a speedup whose interval holds 1x is drawn grey and hatched (no
+measurable difference), as is one from a single run (no interval).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
+from quantmark.report.stats import Interval, Ratio  # noqa: E402
 from quantmark.sut.registry import variant_order  # noqa: E402
 
 PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p97",
@@ -28,6 +33,9 @@ VARIANT_ORDER = variant_order()
 PALETTE = plt.get_cmap("tab10")
 # one colour per framework, one line style per precision: fp32 solid, int8 dotted
 LINE_STYLE = {"fp32": "-", "int8": ":", "fp16": "--", "bf16": "--", "int8dyn": "-."}
+NOT_SIGNIFICANT = {"facecolor": "#d9d9d9", "hatch": "///", "edgecolor": "#8c8c8c"}
+NS_CAPTION = ("Grey, hatched: no measurable difference (the 95% interval holds 1×, \"n.s.\") "
+              "or a single run (no interval, \"n=1\").")
 
 
 @dataclass
@@ -39,6 +47,7 @@ class Figure:
     filename: str
     png: bytes
     alt: str
+    caption: str = ""  # what the reader must know to read it (marks, error bars)
 
 
 def _families(study: Study) -> list[str]:
@@ -85,6 +94,13 @@ def _offline_reference_batch(configs: list[Config]) -> int | None:
     return max(set(batches), key=lambda b: (batches.count(b), b)) if batches else None
 
 
+def _errors(found: list[Interval | Ratio | None]) -> np.ndarray | None:
+    """Matplotlib's asymmetric error bars (below, above each point) of intervals; None when
+    none has one (single runs)."""
+    return _bars([(f.point - f.low, f.high - f.point) if f and f.low is not None and
+                   f.high is not None else (0.0, 0.0) for f in found])
+
+
 def throughput(study: Study, system: str, model: str) -> Figure | None:
     mine = [c for c in study.configs if (c.system, c.model) == (system, model)
             and c.scenario == "Offline"]
@@ -95,42 +111,72 @@ def throughput(study: Study, system: str, model: str) -> Figure | None:
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.4))
     names = [c.sut for c in rows]
     values = [c.derived["samples_per_s"] for c in rows]
-    errors = [c.derived["samples_per_s_std"] or 0 for c in rows]
-    ax.barh(names, values, xerr=errors if any(errors) else None,
-            color=[_color(study, n) for n in names])
-    for y, value in enumerate(values):
-        ax.text(value, y, f" {value:.1f}", va="center", fontsize=8)
+    found = [c.derived["samples_per_s_interval"] for c in rows]
+    ax.barh(names, values, xerr=_errors(found), color=[_color(study, n) for n in names],
+            capsize=3)
+    for y, (value, interval) in enumerate(zip(values, found, strict=True)):
+        right = interval.high if interval and interval.high is not None else value
+        ax.text(right, y, f"  {value:.1f}", va="center", fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("samples/s (Offline, LoadGen)")
+    ax.set_xlabel("samples/s (Offline, LoadGen; median of repeats, 95% interval)")
     ax.set_title(f"{model} on {system}: Offline throughput, batch {batch}")
     ax.grid(axis="x", alpha=0.3)
     return Figure("throughput", f"Offline throughput by SUT — {model} ({system})",
                   f"throughput-{_slug(system, model)}.png", _png(fig),
-                  f"bar chart of Offline samples per second of every SUT for {model}")
+                  f"bar chart of Offline samples per second of every SUT for {model}",
+                  "Bars: the median over repeats; error bars: its 95% interval (none: one run).")
 
 
-def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Figure | None:
+def _speedup_configs(study: Study, system: str, model: str, scenario: str
+                     ) -> tuple[list[Config], int | None]:
+    """The configurations a scenario's speedup figures compare, at one batch size (Offline:
+    the one most SUTs ran; latency scenarios: 1), and that batch size."""
     mine = [c for c in study.configs
             if (c.system, c.model, c.scenario) == (system, model, scenario)]
     batch = _offline_reference_batch(mine) if scenario != "SingleStream" else 1
-    mine = [c for c in mine if c.batch_size == batch]
+    return [c for c in mine if c.batch_size == batch], batch
+
+
+def _cell_text(value: float, found: Ratio | None) -> str:
+    """A heatmap cell: the speedup, then its interval, "n.s." or "n=1"."""
+    if found is None:  # the FP32 reference itself
+        return f"{value:.2f}×"
+    if found.low is None or found.high is None:
+        return f"{value:.2f}×\nn=1"
+    if not found.significant:
+        return f"{value:.2f}×\nn.s."
+    return f"{value:.2f}×\n[{found.low:.2f}, {found.high:.2f}]"
+
+
+def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Figure | None:
+    """Speedup over the same framework's FP32, framework x precision; a cell whose interval
+    holds 1× (or that has no interval) is grey and hatched, never coloured as a gain."""
+    mine, batch = _speedup_configs(study, system, model, scenario)
     if not any(c.derived["speedup_vs_fp32"] for c in mine):
         return None
     families = list(dict.fromkeys(c.family for c in mine))
     variants = sorted({c.variant for c in mine},
                       key=lambda v: (VARIANT_ORDER.index(v) if v in VARIANT_ORDER else 99, v))
     grid = np.full((len(families), len(variants)), np.nan)
+    texts: dict[tuple[int, int], str] = {}
+    grey: set[tuple[int, int]] = set()  # not significant, or no interval: no colour
     for c in mine:
         if c.derived["speedup_vs_fp32"]:
-            grid[families.index(c.family), variants.index(c.variant)] = (
-                c.derived["speedup_vs_fp32"])
-    fig, ax = plt.subplots(figsize=(1.1 * len(variants) + 2, 0.6 * len(families) + 1.6))
+            cell = (families.index(c.family), variants.index(c.variant))
+            found = c.derived["speedup_vs_fp32_ratio"]
+            texts[cell] = _cell_text(c.derived["speedup_vs_fp32"], found)
+            if found is not None and not found.significant:
+                grey.add(cell)
+            else:
+                grid[cell] = c.derived["speedup_vs_fp32"]
+    fig, ax = plt.subplots(figsize=(1.3 * len(variants) + 2, 0.75 * len(families) + 1.8))
     finite = grid[np.isfinite(grid)]
     limit = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
     image = ax.imshow(np.log2(grid), cmap="RdYlGn", vmin=-limit, vmax=limit, aspect="auto")
-    for (i, j), value in np.ndenumerate(grid):
-        ax.text(j, i, "—" if math.isnan(value) else f"{value:.2f}×", ha="center", va="center",
-                fontsize=9)
+    for (i, j), _ in np.ndenumerate(grid):
+        if (i, j) in grey:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **NOT_SIGNIFICANT))
+        ax.text(j, i, texts.get((i, j), "—"), ha="center", va="center", fontsize=8)
     ax.set_xticks(range(len(variants)), variants)
     ax.set_yticks(range(len(families)), families)
     ticks = np.arange(-math.floor(limit), math.floor(limit) + 1)
@@ -140,9 +186,45 @@ def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Fig
     what = "samples/s" if scenario != "SingleStream" else "official latency"
     ax.set_title(f"{model} on {system}\n{scenario} speedup vs the same framework's FP32 "
                  f"({what}, batch {batch})", fontsize=10)
+    fig.text(0.01, -0.02, NS_CAPTION, fontsize=7, ha="left", va="top")
     return Figure("speedup", f"Speedup heatmap — {model}, {scenario} ({system})",
                   f"speedup-{_slug(system, model, scenario)}.png", _png(fig),
-                  f"heatmap of {scenario} speedup per framework and precision for {model}")
+                  f"heatmap of {scenario} speedup per framework and precision for {model}",
+                  "Each cell: the speedup (median over repeats) and its 95% interval. "
+                  + NS_CAPTION)
+
+
+def speedup_bars(study: Study, system: str, model: str, scenario: str) -> Figure | None:
+    """Each SUT's speedup over its framework's FP32 as a bar from 1×, its 95% interval as the
+    error bar, and its verdict; a bar that is no measurable difference is grey and hatched."""
+    mine, batch = _speedup_configs(study, system, model, scenario)
+    rows = [c for c in mine if c.derived["speedup_vs_fp32_ratio"] is not None]
+    if not rows:
+        return None
+    ratios: list[Ratio] = [c.derived["speedup_vs_fp32_ratio"] for c in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.36 * len(rows) + 1.6))
+    for y, (c, found) in enumerate(zip(rows, ratios, strict=True)):
+        style = ({"color": _color(study, c.sut)} if found.significant else NOT_SIGNIFICANT)
+        ax.barh(y, found.point - 1, left=1, **style)
+        ax.text(max(found.point, found.high or found.point, 1.0), y, "  " + found.text(),
+                va="center", fontsize=7)
+    ax.errorbar([r.point for r in ratios], range(len(rows)), xerr=_errors(list(ratios)),
+                fmt="none", ecolor="black", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(range(len(rows)), [c.sut for c in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log", base=2)
+    _plain(ax.xaxis)
+    what = "samples/s" if scenario != "SingleStream" else "official latency"
+    ax.set_xlabel(f"speedup vs the same framework's FP32 (×, {what}, log scale)")
+    ax.set_title(f"{model} on {system}: {scenario} speedup, batch {batch}, 95% intervals\n"
+                 f"{NS_CAPTION}", fontsize=9)
+    ax.grid(axis="x", alpha=0.3, which="both")
+    return Figure("speedup", f"Speedups with their intervals — {model}, {scenario} ({system})",
+                  f"speedup-bars-{_slug(system, model, scenario)}.png", _png(fig),
+                  f"bars of {scenario} speedup per SUT for {model} with 95% intervals",
+                  "Bars from 1×: the speedup (median over repeats); error bars: its 95% "
+                  "interval. " + NS_CAPTION)
 
 
 def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figure | None:
@@ -174,6 +256,32 @@ def random_weights(configs: list[Config]) -> bool:
     return any("random" in c.derived["weights"].lower() for c in configs)
 
 
+def _bars(pairs: list[tuple[float, float]]) -> np.ndarray | None:
+    """(below, above) per point as matplotlib's error bars; None when every one is empty."""
+    return np.array(pairs).T if any(any(p) for p in pairs) else None
+
+
+def _pareto_bars(rows: list[Config], per_sample: bool, random: bool
+                 ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The accuracy-latency points' error bars: x, the latency's 95% interval over repeats
+    (Offline: of the time per sample, 1000 / samples/s); y, the 95% interval of the paired
+    top-1 change vs the framework's FP32, around the point (none for random weights)."""
+    xs, ys = [], []
+    for c in rows:
+        found = c.derived["metric_interval"]
+        if found is None or found.low is None or found.high is None:
+            xs.append((0.0, 0.0))
+        elif per_sample:  # time per sample falls as samples/s rises
+            x = 1000.0 / c.metric
+            xs.append((x - 1000.0 / found.high, 1000.0 / found.low - x))
+        else:
+            xs.append(((c.metric - found.low) / 1e6, (found.high - c.metric) / 1e6))
+        change = None if random else c.derived["top1_change"]
+        ys.append((change.delta_points - change.low, change.high - change.delta_points)
+                  if change else (0.0, 0.0))
+    return _bars(xs), _bars(ys)
+
+
 def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     """Top-1 against the SingleStream official latency (else Offline time per sample), the
     Pareto front (nothing both faster and more accurate) drawn and its points named. For
@@ -194,6 +302,10 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
         return None
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(8, 5))
+    xerr, yerr = _pareto_bars(rows, per_sample=not single, random=random)
+    if xerr is not None or yerr is not None:
+        ax.errorbar([x for x, _ in points], [y for _, y in points], xerr=xerr, yerr=yerr,
+                    fmt="none", ecolor="grey", elinewidth=0.8, capsize=2, zorder=1)
     for i, (c, (x, y)) in enumerate(zip(rows, points, strict=True)):
         ax.scatter(x, y, color=_color(study, c.sut), s=45 if i in front else 20,
                    edgecolor="black" if i in front else "none", zorder=3)
@@ -217,7 +329,11 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     ax.legend(fontsize=8, loc="lower right")
     return Figure("pareto", f"Accuracy vs latency — {model} ({system})",
                   f"pareto-{_slug(system, model)}.png", _png(fig),
-                  f"scatter of accuracy against latency for {model}, Pareto front marked")
+                  f"scatter of accuracy against latency for {model}, Pareto front marked",
+                  "Points: medians over repeats. Horizontal bars: the latency's 95% interval; "
+                  "vertical bars: the 95% interval of the top-1 change vs the framework's FP32 "
+                  "(paired per sample), drawn around the point. No bar: one run, or no paired "
+                  "accuracy run.")
 
 
 def batch_scan(study: Study, system: str, model: str) -> Figure | None:
@@ -253,6 +369,7 @@ def all_figures(study: Study) -> list[Figure]:
         scenarios = [s for (s,) in study.keys("scenario")]
         figures.append(throughput(study, system, model))
         figures.extend(speedup_heatmap(study, system, model, s) for s in scenarios)
+        figures.extend(speedup_bars(study, system, model, s) for s in scenarios)
         figures.extend(latency_curves(study, system, model, s) for s in scenarios)
         figures.append(accuracy_vs_latency(study, system, model))
         figures.append(batch_scan(study, system, model))

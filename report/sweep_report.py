@@ -1,6 +1,7 @@
 """Write the characterization report: report.md, report.csv, runs.csv, report.html, figures/.
 
-``report.csv`` has one row per configuration (means over repeats, with their spread);
+``report.csv`` has one row per configuration (medians over repeats with their 95% intervals,
+speedups with their verdicts, the paired top-1 change, the runs other processes disturbed);
 ``runs.csv`` one row per LoadGen run, every number as LoadGen logged it. ``report.html`` is
 self-contained (figures embedded), so it can be mailed or attached as one file.
 """
@@ -18,6 +19,16 @@ from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
 from quantmark.report import training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
 from quantmark.report.figures import Figure, all_figures
+from quantmark.report.intervals import (
+    DISTURBED_WARNING,
+    disturbed_lines,
+    disturbed_text,
+    metric_text,
+    repeat_index,
+    speedup_text,
+    top1_change_text,
+    verdict,
+)
 from quantmark.report.loadgen_log import PERCENTILES
 from quantmark.report.tables import csv_text, html_table, markdown_table, number, ordered
 
@@ -28,17 +39,6 @@ class Written:
     files: list[Path]
 
 
-def metric_text(config: Config) -> str:
-    d = config.derived
-    if d["metric"] is None:
-        return "-"
-    scale, unit = (1e6, " ms") if d["metric_unit"] == "ns" else (1.0, "/s")
-    text = f"{d['metric'] / scale:.3f}{unit}" if scale != 1 else f"{d['metric']:.1f}{unit}"
-    if d["metric_std"] is not None:
-        text += f" ± {d['metric_std'] / scale:.3g}"
-    return text
-
-
 def _pct(config: Config, key: str) -> str:
     value = config.derived["percentiles_ns"].get(key)
     return "-" if value is None else f"{value / 1e6:.2f}"
@@ -46,18 +46,19 @@ def _pct(config: Config, key: str) -> str:
 
 # (header, value) of the summary tables shown in Markdown and HTML
 COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
-    ("SUT", lambda c: c.sut),
+    ("SUT", lambda c: f"{c.sut} ⚠" if c.derived["disturbed"] else c.sut),
     ("executed", lambda c: c.derived["executed_precision"] or "-"),
     ("batch", lambda c: str(c.batch_size)),
     ("n", lambda c: str(c.derived["n"])),
     ("validity", lambda c: c.derived["validity"]),
     ("throttled", lambda c: c.derived["throttled"] or "-"),
+    ("disturbed", disturbed_text),
     ("official metric", metric_text),
     ("samples/s", lambda c: number(c.derived["samples_per_s"], 1)),
-    ("× fw FP32", lambda c: number(c.derived["speedup_vs_fp32"], 2, "×")),
-    ("× best FP32", lambda c: number(c.derived["speedup_vs_best_fp32"], 2, "×")),
+    ("× fw FP32", lambda c: speedup_text(c, "speedup_vs_fp32")),
+    ("× best FP32", lambda c: speedup_text(c, "speedup_vs_best_fp32")),
     ("top-1 %", lambda c: number(c.derived["top1"], 2)),
-    ("Δ top-1 pts", lambda c: number(c.derived["top1_change_vs_fp32"], 2)),
+    ("Δ top-1 vs fw FP32", top1_change_text),
     ("agree FP32 %", lambda c: number(c.derived["agreement_with_fp32"], 1)),
     ("p50 ms", lambda c: _pct(c, "50.00")),
     ("p90 ms", lambda c: _pct(c, "90.00")),
@@ -79,20 +80,56 @@ def _label(percentile: str) -> str:
     return f"p{percentile.rstrip('0').rstrip('.')}"
 
 
+def _ratio_columns(name: str) -> list[str]:
+    """A speedup's report.csv columns: its point, 95% interval, verdict, whether paired."""
+    return [name, f"{name}_low", f"{name}_high", f"{name}_verdict", f"{name}_paired"]
+
+
 CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
-              "run_kind", "validity", "metric_name", "metric_unit", "metric_mean", "metric_std",
-              "metric_min", "metric_max", "samples_per_s_mean", "samples_per_s_std",
+              "run_kind", "validity", "metric_name", "metric_unit", "metric_median",
+              "metric_low", "metric_high", "metric_interval_method", "metric_mean", "metric_std",
+              "metric_min", "metric_max", "samples_per_s_median", "samples_per_s_low",
+              "samples_per_s_high", "samples_per_s_mean", "samples_per_s_std",
               *[f"{_label(p)}_ms_mean" for p in PERCENTILES],
-              "speedup_vs_fp32", "speedup_vs_best_fp32", "best_fp32", "top1",
-              "top1_change_vs_fp32_pts", "agreement_with_fp32_pct", "weights", "model_size_mb",
+              *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
+              "best_fp32", "top1", "top1_change_vs_fp32_pts", "top1_change_low_pts",
+              "top1_change_high_pts", "top1_change_mcnemar_p", "top1_change_verdict",
+              "top1_change_samples", "top1_change_groups", "agreement_with_fp32_pct", "weights",
+              "model_size_mb",
               "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
               "peak_rss_mb", "gpu_memory_mb", "energy_j_per_sample_informative",
               "power_w_informative", "executed_precision", "fingerprint", "workers",
-              "throttled", "throttling_reasons"]
+              "throttled", "throttling_reasons", "disturbed_runs", "disturbance_checked_runs",
+              "disturbed_why"]
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "min_latency_ns",
                "mean_latency_ns", "max_latency_ns",
                *[f"{_label(p)}_latency_ns" for p in PERCENTILES], "path"]
+
+
+def _ratio_record(c: Config, name: str) -> dict[str, Any]:
+    """A speedup's cells (``RATIO_COLUMNS``)."""
+    found = c.derived[f"{name}_ratio"]
+    return {name: c.derived[name], f"{name}_low": found and found.low,
+            f"{name}_high": found and found.high, f"{name}_verdict": verdict(c, name),
+            f"{name}_paired": found and found.paired}
+
+
+def _interval_record(d: dict[str, Any]) -> dict[str, Any]:
+    """The metric's and samples/s's median and 95% interval, the paired top-1 change."""
+    metric, samples, change = d["metric_interval"], d["samples_per_s_interval"], d["top1_change"]
+    return {
+        "metric_median": d["metric"], "metric_low": metric and metric.low,
+        "metric_high": metric and metric.high, "metric_interval_method": metric and metric.method,
+        "samples_per_s_median": d["samples_per_s"], "samples_per_s_low": samples and samples.low,
+        "samples_per_s_high": samples and samples.high,
+        "top1_change_low_pts": change and change.low,
+        "top1_change_high_pts": change and change.high,
+        "top1_change_mcnemar_p": change and change.p_value,
+        "top1_change_verdict": change and change.verdict,
+        "top1_change_samples": change and change.n_samples,
+        "top1_change_groups": change and change.n_groups,
+    }
 
 
 def _config_record(c: Config) -> dict[str, Any]:
@@ -102,12 +139,13 @@ def _config_record(c: Config) -> dict[str, Any]:
         "system": c.system, "model": c.model, "sut": c.sut, "framework": c.family,
         "precision": c.variant, "scenario": c.scenario, "batch_size": c.batch_size, "n": d["n"],
         "run_kind": d["run_kind"], "validity": d["validity"], "metric_name": d["metric_name"],
-        "metric_unit": d["metric_unit"], "metric_mean": d["metric"], "metric_std": d["metric_std"],
-        "metric_min": d["metric_min"], "metric_max": d["metric_max"],
-        "samples_per_s_mean": d["samples_per_s"], "samples_per_s_std": d["samples_per_s_std"],
+        "metric_unit": d["metric_unit"], **_interval_record(d), "metric_mean": d["metric_mean"],
+        "metric_std": d["metric_std"], "metric_min": d["metric_min"],
+        "metric_max": d["metric_max"], "samples_per_s_mean": d["samples_per_s_mean"],
+        "samples_per_s_std": d["samples_per_s_std"],
         **{f"{_label(p)}_ms_mean": None if d["percentiles_ns"].get(p) is None
            else d["percentiles_ns"][p] / 1e6 for p in PERCENTILES},
-        "speedup_vs_fp32": d["speedup_vs_fp32"], "speedup_vs_best_fp32": d["speedup_vs_best_fp32"],
+        **_ratio_record(c, "speedup_vs_fp32"), **_ratio_record(c, "speedup_vs_best_fp32"),
         "best_fp32": d["best_fp32"], "top1": d["top1"],
         "top1_change_vs_fp32_pts": d["top1_change_vs_fp32"],
         "agreement_with_fp32_pct": d["agreement_with_fp32"], "weights": d["weights"],
@@ -119,6 +157,8 @@ def _config_record(c: Config) -> dict[str, Any]:
         "power_w_informative": d["power_w"], "executed_precision": d["executed_precision"],
         "fingerprint": d["fingerprint"], "workers": d["workers"], "throttled": d["throttled"],
         "throttling_reasons": "; ".join(d["throttling_reasons"]),
+        "disturbed_runs": d["disturbed"], "disturbance_checked_runs": d["disturbance_checked"],
+        "disturbed_why": "; ".join(d["disturbed_why"]),
     }
 
 
@@ -131,7 +171,7 @@ def _run_record(c: Config, run: Run) -> dict[str, Any]:
     s = run.summary
     return {
         "system": c.system, "model": c.model, "sut": c.sut, "scenario": c.scenario,
-        "batch_size": c.batch_size, "repeat": run.tracked.get("repeat", 1),
+        "batch_size": c.batch_size, "repeat": repeat_index(run) or 1,
         "validity": s.validity, "metric_name": s.metric_name, "metric_value": s.metric_value,
         "metric_unit": s.metric_unit, "samples_per_s": s.samples_per_second,
         "min_latency_ns": s.min_latency_ns, "mean_latency_ns": s.mean_latency_ns,
@@ -171,6 +211,14 @@ def _notes(study: Study) -> list[str]:
     notes.append("`× fw FP32`: vs the same framework's FP32 SUT; `× best FP32`: vs the fastest "
                  "FP32 SUT of any framework (same machine, model, scenario, batch). Latency "
                  "scenarios compare the official latency, throughput ones samples/s.")
+    notes.append("Figures are medians over a configuration's repeats with their 95% interval in "
+                 "brackets (n=1: one run, no interval). A speedup whose interval holds 1× is "
+                 "'no measurable difference'; repeats with the same index are paired. `Δ top-1` "
+                 "pairs the two accuracy runs sample by sample: its 95% interval (resampling "
+                 "whole source photos on the built-in dataset) and exact McNemar p.")
+    if any(c.derived["disturbed"] for c in study.configs):
+        notes.append("⚠ after a SUT: other processes disturbed some of its runs (the "
+                     "`disturbed` column counts them; see the warning above).")
     notes.append("*Energy is informative only: whole-package counters (RAPL, NVML) over "
                  "LoadGen's run, which include every other process; `-` where the machine "
                  "exposes no counter.")
@@ -189,6 +237,14 @@ def _throttled(study: Study) -> list[str]:
             f"during the run ({'; '.join(c.derived['throttling_reasons']) or 'see results.json'}"
             "): its numbers are not the board's steady speed."
             for c in study.configs if c.derived["throttled"] == "yes"]
+
+
+def _warnings(study: Study) -> list[tuple[str, list[str]]]:
+    """(heading, one line per configuration) of each warning the report opens with: runs the
+    board throttled, runs other processes disturbed."""
+    found = [(THROTTLE_WARNING, _throttled(study)),
+             (DISTURBED_WARNING, disturbed_lines(study.configs))]
+    return [(heading, lines) for heading, lines in found if lines]
 
 
 def _explained_rows(study: Study) -> list[list[str]]:
@@ -230,9 +286,8 @@ MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "softw
 def to_markdown(study: Study, figures: list[Figure]) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
-    throttled = _throttled(study)
-    if throttled:
-        lines += [f"**{THROTTLE_WARNING}**", ""] + [f"- {t}" for t in throttled] + [""]
+    for heading, warned in _warnings(study):
+        lines += [f"**{heading}**", ""] + [f"- {t}" for t in warned] + [""]
     lines += ["## Machines", ""]
     lines += markdown_table(MACHINE_HEADER, _machine_rows(study))
     inference = bool(study.configs) or not study.training  # not a train-bench-only folder
@@ -250,7 +305,8 @@ def to_markdown(study: Study, figures: list[Figure]) -> str:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
     lines += ["", "## Figures", ""] if figures else []
-    lines += [f"### {f.title}\n\n![{f.alt}](figures/{f.filename})\n" for f in figures]
+    lines += [f"### {f.title}\n\n![{f.alt}](figures/{f.filename})\n"
+              + (f"\n{f.caption}\n" if f.caption else "") for f in figures]
     return "\n".join(lines) + "\n"
 
 
@@ -267,21 +323,21 @@ def to_html(study: Study, figures: list[Figure]) -> str:
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
              "<p>Sources: " + ", ".join(html.escape(str(f)) for f in study.folders) + "</p>"]
-    throttled = _throttled(study)
-    if throttled:
-        parts += [f"<p class='bad'><strong>{html.escape(THROTTLE_WARNING)}</strong></p>"
-                  "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in throttled)
+    for heading, warned in _warnings(study):
+        parts += [f"<p class='bad'><strong>{html.escape(heading)}</strong></p>"
+                  "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned)
                   + "</ul>"]
     parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, _machine_rows(study))]
     inference = bool(study.configs) or not study.training  # not a train-bench-only folder
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
                                                     for n in _notes(study)) + "</ul>")
-    validity = [h for h, _ in COLUMNS].index("validity")
+    headers = [h for h, _ in COLUMNS]
     for title, configs in _sections(study):
         parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(html_table([h for h, _ in COLUMNS],
-                                 [[f(c) for _, f in COLUMNS] for c in configs], validity))
+        parts.append(html_table(headers, [[f(c) for _, f in COLUMNS] for c in configs],
+                                headers.index("validity"),
+                                (headers.index("throttled"), headers.index("disturbed"))))
     if inference:
         parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
     if study.training:
@@ -294,7 +350,8 @@ def to_html(study: Study, figures: list[Figure]) -> str:
     for figure in figures:
         data = base64.b64encode(figure.png).decode()
         parts.append(f"<h3>{html.escape(figure.title)}</h3><img alt='{html.escape(figure.alt)}'"
-                     f" src='data:image/png;base64,{data}'>")
+                     f" src='data:image/png;base64,{data}'>"
+                     + (f"<p>{html.escape(figure.caption)}</p>" if figure.caption else ""))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

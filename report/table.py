@@ -4,7 +4,8 @@ Rows come from LoadGen's detail logs (``report.loadgen_log``); ``results.json`` 
 adds what LoadGen does not know (SUT, model, quick or official, accuracy). Every output form
 (console, CSV, Markdown) takes its cells by column name from one record per run
 (``row_record``), so no form can drift a column off its header. A log LoadGen did not finish is
-a marked row (validity INCOMPLETE) with a warning, never a plain one.
+a marked row (validity INCOMPLETE) with a warning, never a plain one; so is a run that other
+processes disturbed (results.json ``interference``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Row:
     calibration_hash: str = ""  # the shared calibration set of static INT8 runs
     throttled: str = ""  # "yes" / "no" from the board's thermal snapshots, "" when unknown
     throttling_reasons: str = ""
+    disturbed: str = ""  # "yes" / "no": other processes used the machine; "" when unknown
+    disturbed_why: str = ""
 
     def metric_text(self) -> str:
         value = self.summary.metric_value
@@ -86,6 +89,7 @@ def _row(folder: Path, summary: RunSummary) -> Row:
     settings = results.get("settings", {})
     accuracy = (results.get("accuracy") or {}).get("top1")
     thermal = (results.get("machine") or {}).get("thermal") or {}
+    interference = results.get("interference") or {}
     if accuracy is None and (folder / "accuracy.txt").is_file():
         first = (folder / "accuracy.txt").read_text().split(",")[0]
         if first.startswith("accuracy="):
@@ -107,6 +111,9 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         calibration_hash=str((results.get("calibration") or {}).get("hash", "")),
         throttled={True: "yes", False: "no"}.get(thermal.get("throttled"), ""),
         throttling_reasons="; ".join(thermal.get("why") or []) if thermal.get("throttled") else "",
+        disturbed={True: "yes", False: "no"}.get(interference.get("disturbed"), ""),
+        disturbed_why=("; ".join(map(str, interference.get("why") or []))
+                       if interference.get("disturbed") else ""),
     )
 
 
@@ -118,7 +125,7 @@ def _label(percentile: str) -> str:
 HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
           "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "min_ms",
           "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
-          "accuracy_top1", "calibration_hash", "path", "throttled"]
+          "accuracy_top1", "calibration_hash", "path", "throttled", "disturbed"]
 
 # The console table: (column label, field of row_record or "metric_text"); "-" for blanks.
 CONSOLE_COLUMNS: list[tuple[str, str]] = [
@@ -126,7 +133,7 @@ CONSOLE_COLUMNS: list[tuple[str, str]] = [
     ("scenario", "scenario"), ("mode", "mode"), ("run", "run"), ("validity", "validity"),
     ("metric", "metric_text"), ("samples/s", "samples_per_s"),
     *[(_label(p), f"{_label(p)}_ms") for p in PERCENTILES],
-    ("top-1", "accuracy_top1"), ("throttled", "throttled"),
+    ("top-1", "accuracy_top1"), ("throttled", "throttled"), ("disturbed", "disturbed"),
 ]
 
 
@@ -153,7 +160,7 @@ def row_record(row: Row, root: Path) -> dict[str, str]:
         **{f"{_label(p)}_ms": _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
         "accuracy_top1": "" if row.accuracy is None else f"{row.accuracy:.3f}",
         "calibration_hash": row.calibration_hash, "path": _relative(row.path, root),
-        "throttled": row.throttled,
+        "throttled": row.throttled, "disturbed": row.disturbed,
     }
 
 
@@ -165,6 +172,8 @@ def row_values(row: Row, root: Path) -> list[str]:
 def console_cells(row: Row, root: Path) -> list[str]:
     """The cells in ``CONSOLE_COLUMNS`` order, "-" where a value is blank."""
     record = {**row_record(row, root), "metric_text": row.metric_text()}
+    if row.scenario == "Offline":  # one query of every sample: its latency is not a sample's
+        record.update({f"{_label(p)}_ms": "n/a" for p in PERCENTILES})
     return [record[field] or "-" for _, field in CONSOLE_COLUMNS]
 
 
@@ -173,6 +182,14 @@ def incomplete_warnings(rows: list[Row], root: Path) -> list[str]:
     return [f"{_relative(row.path, root)}: LoadGen's log is incomplete: "
             f"{row.summary.incomplete}. Its numbers are partial or missing; run it again."
             for row in rows if row.summary.incomplete]
+
+
+def disturbed_warnings(rows: list[Row], root: Path) -> list[str]:
+    """One line per run that other processes disturbed: where, and what they took."""
+    return [f"{_relative(row.path, root)}: other processes disturbed this run "
+            f"({row.disturbed_why or 'see results.json interference'}); its numbers may be "
+            "slower than the machine's own. Run it again on a quiet machine."
+            for row in rows if row.disturbed == "yes"]
 
 
 def to_csv(rows: list[Row], root: Path) -> str:
@@ -197,6 +214,10 @@ def to_markdown(rows: list[Row], root: Path) -> str:
         note += ("\n**Warning: the board throttled during these runs; their numbers are not its "
                  "steady speed (cool it and run them again):**\n\n" + "".join(
                      f"- {_relative(row.path, root)}: {row.throttling_reasons}\n" for row in hot))
+    disturbed = disturbed_warnings(rows, root)
+    if disturbed:
+        note += ("\n**Warning: other processes used the machine during these runs:**\n\n"
+                 + "".join(f"- {line}\n" for line in disturbed))
     return "\n".join(lines) + "\n" + note
 
 

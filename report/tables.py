@@ -48,13 +48,18 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def html_table(header: list[str], rows: list[list[str]], bad_column: int | None = None) -> str:
+def html_table(header: list[str], rows: list[list[str]], bad_column: int | None = None,
+               yes_is_bad: tuple[int, ...] = ()) -> str:
+    """An HTML table; cells shown red: ``bad_column``'s that are not VALID, and those of the
+    ``yes_is_bad`` columns that say yes (a run throttled, disturbed)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = []
     for row in rows:
         cells = []
         for i, value in enumerate(row):
-            flag = ' class="bad"' if i == bad_column and not value.startswith("VALID") else ""
+            bad = ((i == bad_column and not value.startswith("VALID")) or
+                   (i in yes_is_bad and value.startswith("yes")))
+            flag = ' class="bad"' if bad else ""
             cells.append(f"<td{flag}>{html.escape(value)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f'<div class="wrap"><table><tr>{head}</tr>{"".join(body)}</table></div>'

@@ -28,6 +28,10 @@ class RunConfig:
     quick_duration_ms: int = 5_000
     system_id: str = ""
     sut_options: dict[str, str] = field(default_factory=dict)  # --sut-option KEY=VALUE
+    # one run of a repeat set: written to performance/run_<repeat>; the set's id ties its runs
+    repeat: int = 1
+    repeats: int = 1
+    repeat_set: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -26,9 +26,9 @@ def scenario_dir(output: str | Path, system: str, model: str, scenario: str) -> 
 
 
 def run_dir(output: str | Path, system: str, model: str, scenario: str, mode: str,
-            audit: str = "") -> Path:
-    """Final folder of one run's logs."""
+            audit: str = "", repeat: int = 1) -> Path:
+    """Final folder of one run's logs: repeat k of a performance run is ``run_k``."""
     base = scenario_dir(output, system, model, scenario)
     if audit:
         return base / audit / "performance" / "run_1"
-    return base / "accuracy" if mode == "accuracy" else base / "performance" / "run_1"
+    return base / "accuracy" if mode == "accuracy" else base / "performance" / f"run_{repeat}"

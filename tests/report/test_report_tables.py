@@ -1,10 +1,12 @@
 """`run.py report DIR`: every printed cell is the logs' value under its own header, in the
-console table, report.csv and report.md alike; a truncated log is a marked row with a warning."""
+console table, report.csv and report.md alike; a truncated log, or a run other processes
+disturbed, is a marked row with a warning."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -116,8 +118,10 @@ def test_console_csv_and_markdown_cells_sit_under_their_headers(runs, monkeypatc
     for sut, (folder, results) in made.items():
         expected = expected_cells(folder, results)
         assert expected["validity"] == "VALID"
-        assert {label: printed[sut][label] for label in CONSOLE} == {
-            label: expected[name] for label, name in CONSOLE.items()}, sut
+        shown = {label: expected[name] for label, name in CONSOLE.items()}
+        if expected["scenario"] == "Offline":  # one query: no sample percentiles
+            shown.update({LABELS[p]: "n/a" for p in PERCENTILES})
+        assert {label: printed[sut][label] for label in CONSOLE} == shown, sut
         for form in (written[sut], markdown[sut]):
             cells = {name: form[name] for name in expected if name != "metric_text"}
             assert cells == {k: v for k, v in expected.items() if k != "metric_text"}, sut
@@ -161,3 +165,35 @@ def test_a_table_record_that_does_not_match_its_header_is_refused():
     for record in ({"a": 1}, {"a": 1, "b": 2, "c": 3}):
         with pytest.raises(ValueError, match="does not match its header"):
             ordered(["a", "b"], record)
+
+
+def test_a_disturbed_run_is_flagged_in_every_form_and_warned_about(runs, tmp_path,
+                                                                   monkeypatch):
+    _, made = runs
+    source = made["sut-Offline"][0]
+    verdicts = {"noisy": True, "quiet": False, "old": None}  # None: results from before
+    for name, disturbed in verdicts.items():
+        folder = copy_run(source, tmp_path / name / "run_1")
+        results = write_results(folder, sut=name, model="m", scenario="Offline",
+                                executed="int8", top1=1.0)
+        if disturbed is not None:
+            results["interference"] = {"disturbed": disturbed,
+                                       "why": ["other processes used 0.93 of 2 cores"]}
+        (folder / "results.json").write_text(json.dumps(results))
+    text = console_report(monkeypatch, tmp_path)
+    printed = {row["sut"]: row for row in console_rows(text)}
+    with open(tmp_path / "report.csv", newline="") as handle:
+        written = {row["sut"]: row for row in csv.DictReader(handle)}
+    markdown = (tmp_path / "report.md").read_text()
+    tabled = {row["sut"]: row for row in markdown_rows(markdown.split("\n\n")[0])}
+    assert {sut: printed[sut]["disturbed"] for sut in verdicts} == {
+        "noisy": "yes", "quiet": "no", "old": "-"}
+    assert {sut: written[sut]["disturbed"] for sut in verdicts} == {
+        "noisy": "yes", "quiet": "no", "old": ""}
+    assert {sut: tabled[sut]["disturbed"] for sut in verdicts} == {
+        "noisy": "yes", "quiet": "no", "old": "-"}
+    warnings = [line for line in text.splitlines() if "disturbed this run" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: noisy/run_1: other processes")
+    assert "0.93 of 2 cores" in warnings[0]
+    assert "- noisy/run_1: other processes disturbed this run" in markdown
+    assert "quiet/run_1: other" not in markdown

@@ -1,9 +1,11 @@
 """The characterization report: numbers equal the LoadGen logs, HTML renders in Chromium,
-folders of several machines merge."""
+folders of several machines merge; the intervals, verdicts and disturbed runs of hand-made
+repeats reach report.csv, report.md and report.html."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -15,8 +17,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from quantmark.report.characterize import pareto_front
+from quantmark.report.characterize import Study, pareto_front
+from quantmark.report.sweep_report import report_csv, to_html, to_markdown
 from tests.conftest import run_cli
+from tests.report.synthetic import config, study
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -202,3 +206,93 @@ def test_each_sut_is_compared_with_the_fp32_baseline_its_run_recorded(small_swee
                        "agreement_with_fp32_pct"):
             assert row[column] and float(row[column]) == pytest.approx(float(old[column]))
         assert row["best_fp32"] == "ort-cuda-fp32"
+
+
+def _synthetic_report() -> tuple[Study, dict[str, dict[str, str]], str]:
+    """FP32 and two INT8 SUTs, three paired repeats each: ort-int8 clearly faster, ov-int8
+    within the noise and disturbed by another process in one repeat."""
+    fp32 = [100.0, 110.0, 104.0]
+    noisy = config("ov-int8", [95.0, 118.0, 104.0])
+    noisy.runs[1].results["interference"] = {"disturbed": True,
+                                             "why": ["other processes used 0.93 of 2 cores"]}
+    made = study(config("ort-fp32", fp32), config("ort-int8", [200.0, 221.0, 207.0]),
+                 config("ov-fp32", fp32), noisy)
+    rows = {row["sut"]: row for row in csv.DictReader(io.StringIO(report_csv(made)))}
+    return made, rows, to_markdown(made, [])
+
+
+def test_report_csv_carries_the_intervals_verdicts_and_disturbed_runs():
+    made, rows, _ = _synthetic_report()
+    int8, noisy = made.configs[1], made.configs[3]
+    ratio = int8.derived["speedup_vs_fp32_ratio"]
+    row = rows["ort-int8"]
+    assert float(row["metric_median"]) == 207.0
+    assert float(row["metric_mean"]) == pytest.approx((200 + 221 + 207) / 3)
+    interval = int8.derived["metric_interval"]
+    assert (float(row["metric_low"]), float(row["metric_high"])) == (interval.low, interval.high)
+    assert row["metric_interval_method"] == "t-log"
+    assert (float(row["speedup_vs_fp32"]), float(row["speedup_vs_fp32_low"]),
+            float(row["speedup_vs_fp32_high"])) == (ratio.point, ratio.low, ratio.high)
+    assert (row["speedup_vs_fp32_verdict"], row["speedup_vs_fp32_paired"]) == ("faster", "True")
+    assert rows["ov-int8"]["speedup_vs_fp32_verdict"] == "no measurable difference"
+    assert rows["ort-fp32"]["speedup_vs_fp32_verdict"] == "baseline"
+    assert rows["ort-fp32"]["speedup_vs_fp32_low"] == ""
+    assert (rows["ov-int8"]["disturbed_runs"], rows["ov-int8"]["disturbance_checked_runs"],
+            rows["ov-int8"]["disturbed_why"]) == ("1", "1", "other processes used 0.93 of 2 cores")
+    assert rows["ort-int8"]["disturbed_runs"] == "0"
+    assert noisy.derived["disturbed"] == 1
+
+
+def test_report_md_shows_verdicts_and_marks_and_warns_of_disturbed_runs():
+    made, _, markdown = _synthetic_report()
+    header = next(line for line in markdown.splitlines() if line.startswith("| SUT |"))
+    names = [cell.strip() for cell in header.strip("|").split("|")]
+    cells = {}
+    for line in markdown.splitlines():
+        values = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| ") and len(values) == len(names) and values[0] != "SUT":
+            cells[values[0]] = dict(zip(names, values, strict=True))
+    assert set(cells) == {"ort-fp32", "ort-int8", "ov-fp32", "ov-int8 ⚠"}
+    ratio = made.configs[1].derived["speedup_vs_fp32_ratio"]
+    assert cells["ort-int8"]["× fw FP32"] == ratio.text() and ratio.text().endswith("]")
+    assert cells["ov-int8 ⚠"]["× fw FP32"].startswith("no measurable difference (")
+    assert cells["ort-fp32"]["× fw FP32"] == "baseline"
+    assert cells["ov-int8 ⚠"]["disturbed"] == "yes (1 of 3)"
+    assert cells["ort-int8"]["disturbed"] == "-"
+    interval = made.configs[1].derived["metric_interval"]
+    assert cells["ort-int8"]["official metric"] == (
+        f"207.0/s [{interval.low:.1f}, {interval.high:.1f}]")
+    warning = [line for line in markdown.splitlines() if "runs disturbed" in line]
+    assert len(warning) == 1 and warning[0].startswith("- ov-int8, Offline, batch 1")
+    assert "1 of 3 runs disturbed (other processes used 0.93 of 2 cores)" in warning[0]
+    assert markdown.index("runs disturbed") < markdown.index("## Machines")
+    assert "**Warning: other processes used this machine" in markdown
+    page = to_html(made, [])
+    assert page.count("runs disturbed (") == 1 and '<td class="bad">yes (1 of 3)</td>' in page
+
+
+def test_the_console_table_shows_intervals_verdicts_and_disturbed_runs(monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from quantmark import commands
+    from quantmark.report import sweep_report
+
+    made, _, _ = _synthetic_report()
+    monkeypatch.setattr(sweep_report, "write", lambda folders, output: sweep_report.Written(
+        made, []))
+    buffer = io.StringIO()
+    monkeypatch.setattr(commands, "console", Console(file=buffer, width=400, color_system=None))
+    commands._characterization([str(tmp_path)], tmp_path)
+    lines = buffer.getvalue().splitlines()
+    header = next(line for line in lines if "┃" in line and "SUT" in line)
+    names = [cell.strip() for cell in header.split("┃")[1:-1]]
+    rows = {row["SUT"]: row for row in (
+        dict(zip(names, [c.strip() for c in line.split("│")[1:-1]], strict=True))
+        for line in lines if line.startswith("│"))}
+    ratio = made.configs[1].derived["speedup_vs_fp32_ratio"]
+    assert rows["ort-int8"]["x fw FP32"] == ratio.text()
+    assert rows["ov-int8 ⚠"]["x fw FP32"].startswith("no measurable difference (")
+    assert rows["ov-int8 ⚠"]["disturbed"] == "yes (1 of 3)"
+    assert rows["ort-int8"]["official metric [95%]"].startswith("207.0/s [")
+    warning = [line for line in lines if line.startswith("disturbed: ")]
+    assert len(warning) == 1 and "ov-int8, Offline, batch 1" in warning[0]

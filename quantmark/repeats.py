@@ -1,0 +1,127 @@
+"""Repeat sets: one test run N times, each in a fresh process, interleaved with its peers.
+
+One run is one draw of a noisy machine. A figure is the median over a set of repeats with its
+interval (``quantmark.report.stats``). SUTs that are compared run interleaved (A B A B ...),
+never each one's repeats back to back, so that drift of the machine hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import UserError
+from quantmark.ground.layout import run_dir, system_id
+from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.launcher import LaunchResult
+from quantmark.report.stats import Interval, figure_interval
+
+log = logging.getLogger(__name__)
+
+MIN_STABLE_REPEATS = 3  # an interval from fewer runs says little about the noise
+DEFAULT_MAX_REPEATS = 10
+
+
+@dataclass
+class RepeatSet:
+    """The runs of one test in one set, with the interval of their official metric."""
+
+    config: RunConfig
+    results: list[LaunchResult] = field(default_factory=list)
+
+    def metric_values(self) -> list[float]:
+        return [value for r in self.results
+                if (value := (r.results.get("summary") or {}).get("metric_value"))]
+
+    def interval(self) -> Interval | None:
+        values = self.metric_values()
+        return figure_interval(values) if values else None
+
+    @property
+    def latency(self) -> bool:
+        return any((r.results.get("summary") or {}).get("metric_unit") == "ns"
+                   for r in self.results)
+
+    def disturbed(self) -> list[LaunchResult]:
+        return [r for r in self.results if (r.results.get("interference") or {}).get("disturbed")]
+
+
+def check_repeats(repeats: int, until_stable: float | None, max_repeats: int) -> None:
+    """One line for a count or target that makes no sense."""
+    if repeats < 1:
+        raise UserError(f"--repeats {repeats}: give a whole number >= 1")
+    if until_stable is not None:
+        if not 0 < until_stable < 100:
+            raise UserError(f"--until-stable {until_stable}: give the interval's half-width in "
+                            "percent of the figure, e.g. 2 (above 0, below 100)")
+        if max_repeats < MIN_STABLE_REPEATS:
+            raise UserError(f"--max-repeats {max_repeats}: --until-stable needs at least "
+                            f"{MIN_STABLE_REPEATS}")
+
+
+def interleaved(configs: list[RunConfig], repeats: int) -> Iterator[RunConfig]:
+    """Repeat k of every config before repeat k+1 of any: A1 B1 A2 B2 ... Each config gets its
+    own set id; every run is stamped with its index and the set's size."""
+    sets = [uuid.uuid4().hex[:12] for _ in configs]
+    for index in range(1, repeats + 1):
+        for config, set_id in zip(configs, sets, strict=True):
+            yield replace(config, repeat=index, repeats=repeats, repeat_set=set_id)
+
+
+def run_set(config: RunConfig, run: Callable[[RunConfig], LaunchResult], repeats: int,
+            until_stable: float | None = None,
+            max_repeats: int = DEFAULT_MAX_REPEATS) -> RepeatSet:
+    """Run ``config`` ``repeats`` times; with ``until_stable`` (percent), keep going until the
+    interval's half-width is under it or ``max_repeats`` runs were made."""
+    check_repeats(repeats, until_stable, max_repeats)
+    planned = max(repeats, MIN_STABLE_REPEATS) if until_stable is not None else repeats
+    cap = max(max_repeats, planned) if until_stable is not None else repeats
+    done = RepeatSet(config)
+    set_id = uuid.uuid4().hex[:12]
+    for index in range(1, cap + 1):
+        done.results.append(run(replace(config, repeat=index, repeats=planned,
+                                        repeat_set=set_id)))
+        if index < planned:
+            continue
+        interval = done.interval()
+        width = interval.half_width if interval else None
+        if until_stable is None or (width is not None and width * 100 <= until_stable):
+            break
+        if index < cap:
+            log.info("interval half-width %s after %d runs; target %.3g%%: running another",
+                     f"{width * 100:.2f}%" if width is not None else "unknown", index,
+                     until_stable)
+    remove_stale(config, len(done.results))
+    return done
+
+
+def remove_stale(config: RunConfig, kept: int) -> list[Path]:
+    """Remove ``run_k`` (k > kept) of the config's performance folder: runs of an older, larger
+    set, which would otherwise be read as repeats of this one. A run folder another process
+    holds is left alone."""
+    first = run_dir(config.output, config.system_id or system_id(config.sut), config.model,
+                    config.scenario, "performance")
+    removed = []
+    for folder in sorted(first.parent.glob("run_*")):
+        suffix = folder.name.removeprefix("run_")
+        if not suffix.isdigit() or int(suffix) <= kept or not folder.is_dir():
+            continue
+        try:
+            lock = FileLock(folder.parent / f".{folder.name}.lock").acquire()
+        except LockHeld:
+            continue
+        try:
+            shutil.rmtree(folder)
+            removed.append(folder)
+        finally:
+            lock.release()
+    if removed:
+        log.info("removed %d run folder(s) of an older repeat set: %s", len(removed),
+                 ", ".join(p.name for p in removed))
+    return removed
+

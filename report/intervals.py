@@ -1,0 +1,232 @@
+"""What the characterization compares, so its figures hold on a noisy machine.
+
+``quantmark.report.stats`` does the statistics; this module decides what goes into them: a
+metric's repeats (95% interval of the median), which repeats of two configurations pair up
+for a speedup (the same repeat index: interleaved runs that shared the machine's state),
+which samples of two accuracy runs pair up for a top-1 change (the same QSL index, grouped by
+source photo on the built-in dataset), and which runs other processes disturbed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from quantmark.report.accuracy import decode_predictions, paired_change
+from quantmark.report.agreement import agree
+from quantmark.report.stats import (
+    AccuracyChange,
+    Interval,
+    Ratio,
+    figure_interval,
+    speedup,
+)
+
+if TYPE_CHECKING:
+    from quantmark.report.characterize import Config, Run
+
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+
+
+def repeat_index(run: Run) -> int | None:
+    """Which repeat ``run`` was: its sweep cell's ``repeat``, else the runner's record of
+    ``--repeats`` (results ``repeat.index``); None when neither says."""
+    index = run.tracked.get("repeat")
+    if index is None:
+        record = run.results.get("repeat")
+        index = record.get("index") if isinstance(record, dict) else None
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
+
+
+def interval(values: list[float]) -> Interval | None:
+    """The median of ``values`` with its 95% interval; None without a value."""
+    return figure_interval(values) if values else None
+
+
+def _by_repeat(config: Config) -> dict[int, float] | None:
+    """The metric per repeat index; None when a run has no index, or two runs share one."""
+    values: dict[int, float] = {}
+    seen: set[int] = set()
+    for run in config.runs:
+        index = repeat_index(run)
+        if index is None or index in seen:
+            return None
+        seen.add(index)
+        if run.summary.metric_value is not None:
+            values[index] = run.summary.metric_value
+    return values
+
+
+def aligned(config: Config, reference: Config) -> tuple[list[float], list[float], bool]:
+    """(reference's values, config's values, paired). Paired, in repeat order, when both
+    configurations ran the same repeat indices (a sweep interleaves its cells, so repeat k of
+    each saw the same state of the machine); otherwise every value of each, unpaired."""
+    mine, theirs = _by_repeat(config), _by_repeat(reference)
+    if mine and theirs and mine.keys() == theirs.keys():
+        order = sorted(mine)
+        return [theirs[i] for i in order], [mine[i] for i in order], True
+    return reference.metric_values(), config.metric_values(), False
+
+
+def ratio(config: Config, reference: Config | None) -> Ratio | None:
+    """How much faster ``config`` is than ``reference`` (> 1: faster), with its interval and
+    verdict; None without a reference, against itself, or without positive values."""
+    if reference is None or reference is config:
+        return None
+    theirs, mine, paired = aligned(config, reference)
+    if not mine or not theirs or min(mine + theirs) <= 0:
+        return None
+    return speedup(theirs, mine, higher_is_better=not config.latency_metric, paired=paired)
+
+
+def point(config: Config, reference: Config | None, found: Ratio | None) -> float | None:
+    """The speedup as one number (existing readers of ``speedup_vs_*``): the ratio's point;
+    exactly 1 for a configuration that is its own reference."""
+    if found is not None:
+        return found.point
+    return 1.0 if reference is config and config.metric else None
+
+
+def disturbance(runs: list[Run]) -> tuple[int, int, list[str]]:
+    """(runs other processes disturbed, runs with a verdict either way, why). Results written
+    before the runner watched for interference have no verdict: unknown, not disturbed."""
+    verdicts = [r.results.get("interference") or {} for r in runs]
+    disturbed = [v for v in verdicts if v.get("disturbed") is True]
+    checked = sum(v.get("disturbed") in (True, False) for v in verdicts)
+    why = list(dict.fromkeys(str(w) for v in disturbed for w in v.get("why") or []))
+    return len(disturbed), checked, why
+
+
+class AccuracyLogs:
+    """Each accuracy run's per-sample predictions, read once per report."""
+
+    def __init__(self, accuracy: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.accuracy = accuracy
+        self._predictions: dict[tuple[str, str, str], dict[int, float]] = {}
+
+    def predictions(self, key: tuple[str, str, str]) -> dict[int, float]:
+        if key not in self._predictions:
+            path = self.accuracy[key]["folder"] / ACCURACY_LOG
+            self._predictions[key] = decode_predictions(path)[0] if path.is_file() else {}
+        return self._predictions[key]
+
+    def agreement(self, key: tuple[str, str, str], reference: tuple[str, str, str]
+                  ) -> float | None:
+        """Percent of samples whose top-1 class equals the FP32 SUT's: what quantization
+        changed, meaningful even for random weights, where top-1 is at chance level."""
+        if key not in self.accuracy or reference not in self.accuracy:
+            return None
+        result = agree(self.predictions(key), self.predictions(reference))
+        return result.percent if result.compared else None
+
+    def change(self, key: tuple[str, str, str], reference: tuple[str, str, str]
+               ) -> AccuracyChange | None:
+        """The top-1 change of ``key`` over ``reference``, paired per sample (McNemar, and the
+        delta's interval); None against itself, or when the runs saw other samples. On the
+        built-in dataset each class is one photo cropped many times: grouped by class."""
+        if key == reference or key not in self.accuracy or reference not in self.accuracy:
+            return None
+        builtin = any(self.accuracy[k].get("dataset_builtin") for k in (key, reference))
+        return paired_change(self.accuracy[reference]["folder"], self.accuracy[key]["folder"],
+                             by_source_image=builtin)
+
+
+def derived(config: Config, fp32: Config | None, best: Config | None, logs: AccuracyLogs,
+            accuracy_keys: tuple[tuple[str, str, str], tuple[str, str, str]]
+            ) -> dict[str, Any]:
+    """The intervals and verdicts of one configuration's ``derived`` figures."""
+    key, fp32_key = accuracy_keys
+    vs_fp32, vs_best = ratio(config, fp32), ratio(config, best)
+    disturbed, checked, why = disturbance(config.runs)
+    samples = [r.summary.samples_per_second for r in config.runs
+               if r.summary.samples_per_second is not None]
+    return {
+        "metric_interval": interval(config.metric_values()),
+        "samples_per_s_interval": interval(samples),
+        "speedup_vs_fp32": point(config, fp32, vs_fp32),
+        "speedup_vs_fp32_ratio": vs_fp32,
+        "speedup_vs_best_fp32": point(config, best, vs_best),
+        "speedup_vs_best_fp32_ratio": vs_best,
+        "top1_change": logs.change(key, fp32_key),
+        "agreement_with_fp32": logs.agreement(key, fp32_key),
+        "disturbed": disturbed,
+        "disturbance_checked": checked,
+        "disturbed_why": why,
+    }
+
+
+# How the figures read in the tables (Markdown, HTML, the console)
+
+def metric_text(config: Config) -> str:
+    """The official metric: the median over repeats and its 95% interval,
+    ``12.345 ms [12.101, 12.602]``, or ``(n=1)`` where one run gives no interval."""
+    found: Interval | None = config.derived["metric_interval"]
+    if found is None:
+        return "-"
+    scale, unit, fmt = ((1e6, " ms", "{:.3f}") if config.derived["metric_unit"] == "ns" else
+                        (1.0, "/s", "{:.1f}"))
+    text = fmt.format(found.point / scale) + unit
+    if found.low is None or found.high is None:
+        return f"{text} (n={found.n})"
+    return f"{text} [{fmt.format(found.low / scale)}, {fmt.format(found.high / scale)}]"
+
+
+def _is_reference(config: Config, which: str) -> bool:
+    """``config`` is the FP32 configuration that ``which`` (a speedup) compares with."""
+    reference = config.derived["fp32_baseline" if which == "speedup_vs_fp32" else "best_fp32"]
+    return reference == config.sut
+
+
+def speedup_text(config: Config, which: str) -> str:
+    """``speedup_vs_fp32`` or ``speedup_vs_best_fp32`` with its interval and verdict (no
+    measurable difference where the interval holds 1x); ``baseline`` for the reference."""
+    found: Ratio | None = config.derived[f"{which}_ratio"]
+    if found is not None:
+        return found.text()
+    return "baseline" if _is_reference(config, which) and config.derived[which] else "-"
+
+
+def verdict(config: Config, which: str) -> str | None:
+    """The speedup's verdict, ``baseline`` for the reference, None without a speedup."""
+    found: Ratio | None = config.derived[f"{which}_ratio"]
+    if found is not None:
+        return found.verdict
+    return "baseline" if _is_reference(config, which) and config.derived[which] else None
+
+
+def top1_change_text(config: Config) -> str:
+    """The paired top-1 change (interval, McNemar p, verdict); the bare difference of the two
+    top-1 figures when the runs cannot be paired per sample."""
+    d = config.derived
+    change: AccuracyChange | None = d["top1_change"]
+    if change is not None:
+        return change.text()
+    if d["top1_change_vs_fp32"] is None:
+        return "-"
+    if d["fp32_baseline"] == config.sut:
+        return "baseline"
+    return f"{d['top1_change_vs_fp32']:+.2f} pt (not paired)"
+
+
+def disturbed_text(config: Config) -> str:
+    """``yes (k of n)`` when other processes disturbed runs, ``no`` when every run was seen
+    quiet, ``-`` when unknown (results from before the runner watched)."""
+    d, n = config.derived, len(config.runs)
+    if d["disturbed"]:
+        return f"yes ({d['disturbed']} of {n})"
+    checked = d["disturbance_checked"]
+    if checked:
+        return "no" if checked == n else f"no ({checked} of {n} checked)"
+    return "-"
+
+
+DISTURBED_WARNING = ("Warning: other processes used this machine during some runs, so their "
+                     "numbers may be slower than the machine's own by an unknown amount. Run "
+                     "them again on a quiet machine (or with more repeats):")
+
+
+def disturbed_lines(configs: list[Config]) -> list[str]:
+    """One line per configuration with a disturbed run: which, how many, and why."""
+    return [f"{c.sut}, {c.scenario}, batch {c.batch_size} ({c.model} on {c.system}): "
+            f"{c.derived['disturbed']} of {len(c.runs)} runs disturbed ("
+            f"{'; '.join(c.derived['disturbed_why']) or 'see results.json interference'})."
+            for c in configs if c.derived["disturbed"]]

@@ -1,0 +1,111 @@
+"""run.py compare on folders of repeated runs whose figures are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quantmark.compare import compare, resolve, verdict_line
+from quantmark.ground.errors import UserError
+from quantmark.report.repeats import current_set
+from tests.conftest import run_cli
+
+
+def fake_run(folder: Path, value: float, *, unit: str = "samples/s", set_id: str = "s1",
+             index: int = 1, ended: float = 0.0, sut: str = "ort-fp32",
+             scenario: str = "Offline", disturbed: bool | None = False) -> Path:
+    """A performance run folder as quantmark leaves it, with only what compare reads."""
+    folder.mkdir(parents=True)
+    (folder / "mlperf_log_detail.txt").write_text("")
+    record = {"config": {"sut": sut, "model": "m"},
+              "summary": {"scenario": scenario, "metric_name": "samples_per_second",
+                          "metric_unit": unit, "metric_value": value},
+              "repeat": {"set": set_id, "index": index, "of": 3},
+              "times": {"loadgen_ended_at": ended or float(index)},
+              "interference": {"disturbed": disturbed,
+                               "why": ["other processes used 1.60 of 2 cores"]}}
+    (folder / "results.json").write_text(json.dumps(record))
+    return folder
+
+
+def results_tree(root: Path, values: list[float], **kwargs) -> Path:
+    perf = root / "host-ort-fp32" / "m" / "Offline" / "performance"
+    for index, value in enumerate(values, 1):
+        fake_run(perf / f"run_{index}", value, index=index, **kwargs)
+    return root
+
+
+def test_a_real_speedup_is_called_faster_with_its_interval(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 41.0, 39.5])
+    b = results_tree(tmp_path / "b", [80.0, 82.5, 79.0])
+    _, _, ratio = compare(str(a), str(b))
+    assert ratio.verdict == "faster" and ratio.low < 2.0 < ratio.high
+    assert verdict_line(ratio).startswith("B is faster: 2.00x A [")
+
+
+def test_the_same_figures_are_no_measurable_difference(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 43.0, 39.5])
+    b = results_tree(tmp_path / "b", [41.0, 39.8, 42.2])
+    _, _, ratio = compare(str(a), str(b))
+    assert ratio.verdict == "no measurable difference"
+    assert verdict_line(ratio).startswith("no measurable difference: B is ")
+
+
+def test_latency_runs_compare_the_right_way(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [8e6, 8.1e6, 7.9e6], unit="ns")
+    b = results_tree(tmp_path / "b", [4e6, 4.1e6, 3.9e6], unit="ns")
+    _, _, ratio = compare(str(a), str(b), paired=True)
+    assert ratio.verdict == "faster" and ratio.point == pytest.approx(2.0, rel=0.02)
+
+
+def test_only_the_newest_repeat_set_counts(tmp_path) -> None:
+    perf = tmp_path / "performance"
+    old = [fake_run(perf / f"run_{i}", 10.0, set_id="old", index=i, ended=i) for i in (1, 2, 3)]
+    new = [fake_run(perf / "run_1b", 50.0, set_id="new", index=1, ended=10),
+           fake_run(perf / "run_2b", 52.0, set_id="new", index=2, ended=11)]
+    assert current_set(old + new) == new
+    # a run of an older quantmark (no set id) is a set of its own
+    legacy = perf.parent / "legacy"
+    legacy.mkdir()
+    (legacy / "results.json").write_text(json.dumps({"times": {"loadgen_ended_at": 99}}))
+    assert current_set(old + [legacy]) == [legacy]
+
+
+def test_a_sweep_cell_names_its_repeats(tmp_path) -> None:
+    cell = tmp_path / "runs" / "m" / "ort-fp32"
+    for repeat, value in enumerate([40.0, 41.0], 1):
+        fake_run(cell / f"Offline-b8-r{repeat}" / "sys" / "m" / "Offline" / "performance" /
+                 "run_1", value)
+    fake_run(cell / "SingleStream-b1-r1" / "sys" / "m" / "SingleStream" / "performance" /
+             "run_1", 4e6, unit="ns", scenario="SingleStream")
+    assert len(resolve(str(cell / "Offline-b8"))) == 2
+    with pytest.raises(UserError, match="different tests"):
+        compare(str(cell), str(cell))
+
+
+def test_bad_sides_are_one_line_errors(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 41.0])
+    b = results_tree(tmp_path / "b", [4e6, 4.1e6], unit="ns", scenario="SingleStream")
+    with pytest.raises(UserError, match="same scenario"):
+        compare(str(a), str(b))
+    with pytest.raises(UserError, match="neither a folder nor a sweep cell"):
+        compare(str(tmp_path / "nowhere" / "x"), str(a))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no finished performance run"):
+        compare(str(tmp_path / "empty"), str(a))
+    c = results_tree(tmp_path / "c", [40.0, 41.0, 42.0])
+    with pytest.raises(UserError, match="pairing needs"):
+        compare(str(a), str(c), paired=True)
+
+
+def test_the_cli_prints_the_verdict_and_flags_disturbed_runs(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 41.0, 39.5])
+    b = results_tree(tmp_path / "b", [40.5, 40.0, 41.0], disturbed=True)
+    done = run_cli("compare", str(a), str(b), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no measurable difference: B is" in done.stdout
+    assert "B has a disturbed run: other processes used 1.60 of 2 cores" in done.stdout
+    bad = run_cli("compare", str(a), timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

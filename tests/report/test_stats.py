@@ -1,0 +1,140 @@
+"""Intervals and ratios on synthetic samples whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from quantmark.report.stats import (
+    BOOTSTRAP_MIN_N,
+    accuracy_change,
+    figure_interval,
+    speedup,
+)
+
+
+def _coverage(draw, truth: float, trials: int = 400) -> float:
+    hits = 0
+    for _ in range(trials):
+        interval = draw()
+        hits += interval.low <= truth <= interval.high
+    return hits / trials
+
+
+def test_three_repeats_cover_the_true_median_about_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(7)
+    # log-normal speeds around 40 samples/s, 5% noise: the median of the distribution is 40
+    coverage = _coverage(lambda: figure_interval(40 * np.exp(rng.normal(0, 0.05, 3))), 40.0)
+    assert 0.90 <= coverage <= 0.99
+
+
+def test_many_repeats_use_the_bootstrap_and_cover_the_median() -> None:
+    rng = np.random.default_rng(8)
+    interval = figure_interval(rng.normal(100, 5, BOOTSTRAP_MIN_N + 20))
+    assert interval.method == "bootstrap-bca"
+    coverage = _coverage(lambda: figure_interval(rng.normal(100, 5, 30)), 100.0, trials=150)
+    assert coverage >= 0.85
+
+
+def test_the_point_is_the_median_and_one_run_has_no_interval() -> None:
+    interval = figure_interval([17.8, 17.8, 23.7])
+    assert interval.point == 17.8 and interval.low < 17.8 < 23.7 < interval.high
+    single = figure_interval([43.9])
+    assert (single.low, single.high, single.method) == (None, None, "single")
+    assert single.text() == "43.90 (n=1)"
+    assert figure_interval([5.0, 5.0, 5.0]).text() == "5.00 [5.00, 5.00]"
+
+
+def test_a_real_twofold_speedup_is_found_and_its_interval_holds_two() -> None:
+    rng = np.random.default_rng(1)
+    base = 10 * np.exp(rng.normal(0, 0.03, 3))
+    cand = 20 * np.exp(rng.normal(0, 0.03, 3))
+    ratio = speedup(base, cand, higher_is_better=True)
+    assert ratio.significant and ratio.verdict == "faster"
+    assert ratio.low < 2.0 < ratio.high
+    assert ratio.text().endswith("]") and "no measurable" not in ratio.text()
+
+
+def test_latency_speedups_point_the_right_way() -> None:
+    # the candidate's latency is half the baseline's: twice as fast
+    ratio = speedup([4.0, 4.1, 3.9], [2.0, 2.05, 1.95], higher_is_better=False, paired=True)
+    assert ratio.point == pytest.approx(2.0, rel=1e-6)
+    assert ratio.verdict == "faster"
+    slower = speedup([2.0, 2.05, 1.95], [4.0, 4.1, 3.9], higher_is_better=False)
+    assert slower.verdict == "slower" and slower.point == pytest.approx(0.5, rel=0.02)
+
+
+def test_a_sut_against_itself_is_no_measurable_difference_about_95_percent() -> None:
+    rng = np.random.default_rng(3)
+    same = 0
+    for _ in range(300):
+        a, b = 40 * np.exp(rng.normal(0, 0.05, (2, 3)))
+        same += speedup(a, b, higher_is_better=True, paired=True).verdict == \
+            "no measurable difference"
+    assert 0.90 <= same / 300 <= 0.99
+
+
+def test_the_seed_issue_noisy_draw_is_not_called_a_slowdown() -> None:
+    # ort-int8 1.5x faster at heart; one disturbed repeat; three interleaved pairs
+    fp32 = [4.10, 4.00, 4.05]
+    int8 = [2.60, 6.89, 2.70]
+    ratio = speedup(fp32, int8, higher_is_better=False, paired=True)
+    assert ratio.verdict == "no measurable difference"
+    assert ratio.text().startswith("no measurable difference (")
+
+
+def test_pairing_cancels_drift_that_hits_both_sides() -> None:
+    drift = np.array([1.0, 0.7, 1.3, 0.8, 1.2])  # the machine's speed, run by run
+    base, cand = 10 * drift, 13 * drift
+    paired = speedup(base, cand, higher_is_better=True, paired=True)
+    unpaired = speedup(base, cand, higher_is_better=True)
+    assert paired.low == pytest.approx(1.3) and paired.high == pytest.approx(1.3)
+    assert not unpaired.significant  # the drift swamps the 1.3x without the pairing
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        figure_interval([])
+    with pytest.raises(ValueError, match="paired"):
+        speedup([1, 2], [1, 2, 3], higher_is_better=True, paired=True)
+    with pytest.raises(ValueError, match="positive"):
+        speedup([0.0, 1.0], [1.0, 1.0], higher_is_better=True)
+    one = speedup([4.0], [2.0], higher_is_better=False)
+    assert one.verdict == "no interval (n=1)" and one.text() == "2.00x (n=1, no interval)"
+
+
+def test_mcnemar_is_the_exact_binomial_test_on_discordant_pairs() -> None:
+    base = np.array([True] * 80 + [False] * 20)
+    cand = base.copy()
+    cand[:3] = False  # 3 right only for the baseline
+    cand[80:90] = True  # 10 right only for the candidate
+    change = accuracy_change(base, cand)
+    assert (change.only_baseline_right, change.only_candidate_right) == (3, 10)
+    assert change.p_value == pytest.approx(scipy_stats.binomtest(10, 13, 0.5).pvalue)
+    assert change.delta_points == pytest.approx(7.0)
+    assert change.low < 7.0 < change.high
+
+
+def test_crops_of_few_photos_widen_the_interval_of_an_accuracy_change() -> None:
+    # 1536 crops of 7 photos; INT8 flips whole photos' worth of crops, as a quantization
+    # that moves one photo's class does: per-sample resampling would call it significant
+    photos = np.arange(1536) % 7
+    base = np.ones(1536, dtype=bool)
+    base[photos == 0] = False
+    cand = base.copy()
+    cand[(photos == 0) & (np.arange(1536) % 2 == 0)] = True  # photo 0 half right now
+    cand[(photos == 1) & (np.arange(1536) % 3 == 0)] = False
+    by_sample = accuracy_change(base, cand)
+    by_photo = accuracy_change(base, cand, groups=photos)
+    assert by_sample.significant
+    assert (by_photo.high - by_photo.low) > 2 * (by_sample.high - by_sample.low)
+    assert not by_photo.significant and by_photo.verdict == "no measurable change"
+    assert "over 7 source images" in by_photo.text()
+
+
+def test_identical_predictions_are_no_change() -> None:
+    same = [True, False, True, True]
+    change = accuracy_change(same, same)
+    assert (change.delta_points, change.low, change.high, change.p_value) == (0, 0, 0, 1.0)
+    assert change.verdict == "no measurable change"
