@@ -37,9 +37,10 @@ MODEL = "efficientnet-lite0"
 
 
 def run_py(*args: str) -> None:
-    """``python -m quantmark.cli ARGS`` in a child, as a user runs run.py; its output is kept
+    """``run.py ARGS`` in a child, as a user runs run.py; its output is kept
     out of this report."""
-    command = [sys.executable, "-m", "quantmark.cli", *args]
+    command = [sys.executable, "-c", "import sys; from quantmark.cli import main; "
+               "sys.exit(main(sys.argv[1:]))", *args]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
