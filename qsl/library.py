@@ -1,8 +1,9 @@
 """The Query Sample Library LoadGen drives: loads/unloads samples into RAM on LoadGen's request.
 
 Samples come either from the uint8 preprocessed cache (mmap; normalised to float32 at load time)
-or from an in-memory float32 array (tests, micro-benchmarks). Loaded samples live in ONE
-contiguous float32 buffer plus an index map (sample index -> buffer slot), so assembling a batch
+or from an in-memory float32 array (tests, micro-benchmarks). A SUT's ``encode`` (a full-integer
+model's input quantization) is applied at load too, outside the timed path. Loaded samples live
+in ONE contiguous buffer plus an index map (sample index -> buffer slot), so assembling a batch
 is a single ``np.take`` over the buffer: no per-sample Python, no dict of arrays, no disk I/O.
 That keeps an 8-image gather in the tens of microseconds, far below inference time.
 
@@ -11,7 +12,7 @@ LoadGen is imported lazily, only in ``construct``, so the rest of qsl works with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -35,10 +36,13 @@ class QuerySampleLibrary:
         performance_sample_count: int,
         recipe: PreprocessRecipe | None = None,
         rows: np.ndarray | None = None,
+        encode: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         """``source`` is uint8 NHWC (normalised with ``recipe`` at load) or, when ``recipe`` is
-        None, float32 already in final layout. ``rows`` maps sample index -> source row."""
+        None, float32 already in final layout. ``rows`` maps sample index -> source row.
+        ``encode`` turns loaded float32 samples into what the SUT's input wants (same shape)."""
         self._source = source
+        self._encode = encode
         self._recipe = recipe
         self._rows = (
             np.arange(len(source), dtype=np.int64)
@@ -77,12 +81,14 @@ class QuerySampleLibrary:
         recipe: PreprocessRecipe,
         performance_sample_count: int,
         workers: int | None = None,
+        encode: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> QuerySampleLibrary:
         """A QSL over the dataset's evaluation items, backed by the (built-once) uint8 cache."""
         from .cache import cached_images
 
         images = cached_images(dataset, recipe, workers)
-        return cls(images, dataset.labels, performance_sample_count, recipe, dataset.cache_rows)
+        return cls(images, dataset.labels, performance_sample_count, recipe, dataset.cache_rows,
+                   encode)
 
     # -- residency -------------------------------------------------------------------------
 
@@ -118,10 +124,15 @@ class QuerySampleLibrary:
             part = order[start : start + step]
             raw = self._source[rows[part]]
             out[part] = raw if self._recipe is None else normalise(raw, self._recipe)
-        return out
+        if self._encode is None:
+            return out
+        encoded = np.ascontiguousarray(self._encode(out))
+        if encoded.shape != out.shape:
+            raise ValueError(f"encode changed the samples' shape {out.shape} to {encoded.shape}")
+        return encoded
 
     def load(self, indices: Iterable[int]) -> None:
-        """Make these samples resident: normalised float32 in the contiguous buffer."""
+        """Make these samples resident: normalised (and encoded) in the contiguous buffer."""
         idx = np.unique(self._check(indices))
         new = idx[self._slot[idx] == _NOT_LOADED]
         if not new.size:
@@ -159,9 +170,9 @@ class QuerySampleLibrary:
     def batch(
         self, indices: Iterable[int] | np.ndarray, out: np.ndarray | None = None
     ) -> np.ndarray:
-        """float32 ``(len(indices), ...)`` of loaded samples: one gather from the buffer.
-
-        ``out`` (a preallocated, e.g. pinned, float32 array) avoids an allocation per batch.
+        """``(len(indices), ...)`` loaded samples (float32, or the SUT's encoding): one gather
+        from the buffer. ``out`` (a preallocated, e.g. pinned, array of the buffer's dtype)
+        avoids an allocation per batch.
         """
         idx = self._check(indices)
         slots = self._slot[idx]

@@ -4,12 +4,16 @@ the run is not valid for submission."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
 from quantmark.models.artifacts import artifact_size_bytes
+
+#: frameworks whose own tight loop ``quantmark.bench.vendor_loops`` runs (by SutInfo.framework)
+LOOP_FRAMEWORKS = ("onnxruntime", "tflite", "torch", "tensorflow")
 
 
 def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
@@ -50,6 +54,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
             "before": ran.thermal_before, "after": ran.thermal_after,
             **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
         "software": fingerprint.software(info.distributions),
+        "speed_settings": speed_settings(config, prepared),
     }
     if config.mode == "performance" and not config.audit:
         results["repeat"] = {"index": config.repeat, "of": config.repeats,
@@ -86,6 +91,31 @@ def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
     atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
     return {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
             "duplicates": accuracy.duplicates}
+
+
+def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
+    """What decides this run's speed, to rerun it like for like in the framework's own tool:
+    the backend's own settings, and the harness's (batch, predict threads in flight, how the
+    process is placed on the CPUs)."""
+    import os
+
+    affinity = len(os.sched_getaffinity(0))
+    online = os.cpu_count() or affinity
+    settings = prepared.backend.speed_settings(config.scenario, config.batch_size)
+    if prepared.info.device == "cpu" and prepared.info.framework in LOOP_FRAMEWORKS:
+        # the framework's own tight loop on this artifact: the parity benchmark's reference
+        settings["reference_command"] = shlex.join([
+            "python", "-m", "quantmark.bench.vendor_loops", "--sut", config.sut,
+            "--model", config.model, *(["--model-path", config.model_path]
+                                       if config.model_path else []),
+            "--batch-size", str(config.batch_size), "--threads", str(config.threads),
+            "--input", "real"])
+    return {**settings,
+            "scenario": config.scenario, "batch_size": config.batch_size,
+            "workers": prepared.workers,
+            "single_stream_inline": config.scenario == "SingleStream" and prepared.workers == 1,
+            "process_cpus": affinity, "online_cpus": online,
+            "process_pinned": affinity < online}
 
 
 def uses_calibration(info: Any) -> bool:

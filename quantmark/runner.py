@@ -108,7 +108,8 @@ def prepare(config: RunConfig) -> Prepared:
     """Build the SUT, open the QSL, plan the settings: everything before LoadGen starts."""
     spec, info, dataset, calibration, backend, times = build_sut(config)
     qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
-                                          spec.performance_sample_count)
+                                          spec.performance_sample_count,
+                                          encode=backend.encode_samples)
     workers, measurement, built = plan_settings(config, spec, backend, qsl, times)
     return Prepared(spec, info, dataset, calibration, backend, qsl, workers, measurement, built,
                     times)
@@ -148,7 +149,8 @@ def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
     sut = LoadGenSUT(prepared.backend.predict, prepared.qsl, batch_size=config.batch_size,
                      workers=prepared.workers, label_offset=prepared.backend.label_offset,
                      inline_single=config.scenario == "SingleStream",
-                     on_fatal=lambda exc: end_process(f"predict raised: {exc!r}"))
+                     on_fatal=lambda exc: end_process(f"predict raised: {exc!r}"),
+                     submit=getattr(prepared.backend, "submit", None))
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)
     log_settings.log_output.copy_summary_to_stdout = False

@@ -11,6 +11,9 @@
 * The predicted class is returned as one float32 per sample (the MLPerf convention). The
   response buffer is a local numpy array that lives until ``QuerySamplesComplete`` returns;
   LoadGen copies the bytes during that call.
+* A backend that runs batches asynchronously (OpenVINO's ``AsyncInferQueue``) passes
+  ``submit``: then one feeder thread takes the chunks, the backend gathers each into an idle
+  request's own input buffer, and the framework's completion callback completes the ids.
 * Every id is completed exactly once. If ``predict`` raises, that chunk and everything issued
   afterwards are completed at once with class -1 so LoadGen can finish; the error is kept and
   reported by the runner. LoadGen may keep issuing for a long time after that (Server keeps to
@@ -41,6 +44,13 @@ class SampleSource(Protocol):
     def sample(self, index: int) -> np.ndarray: ...
 
 
+#: ``submit(count, fill, done)``: wait for an idle request, call ``fill(buffer)`` to gather the
+#: batch into that request's input buffer (it returns the filled batch), start it, and call
+#: ``done(outputs, error)`` from the framework's completion callback
+Submit = Callable[[int, Callable[[np.ndarray | None], np.ndarray],
+                   Callable[[np.ndarray | None, BaseException | None], None]], None]
+
+
 class LoadGenSUT:
     """Adapts a ``Backend`` to LoadGen's fast SUT callbacks."""
 
@@ -55,10 +65,12 @@ class LoadGenSUT:
         inline_single: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
         fatal_grace_s: float = 3.0,
+        submit: Submit | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._predict = predict
+        self._submit = submit
         self._samples = samples
         self.batch_size = batch_size
         self.workers = max(1, workers)
@@ -95,7 +107,8 @@ class LoadGenSUT:
         """Worker threads completing through ``completer`` (LoadGen, or a stand-in when the
         query path is timed before the test)."""
         self._lg = completer
-        for number in range(self.workers):
+        # an asynchronous backend needs one feeder: its requests, not threads, run in parallel
+        for number in range(1 if self._submit is not None else self.workers):
             thread = threading.Thread(target=self._worker, name=f"sut-worker-{number}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -156,8 +169,9 @@ class LoadGenSUT:
         return ids, indices
 
     def _worker(self) -> None:
+        run = self._run_chunk if self._submit is None else self._submit_chunk
         while (chunk := self._take()) is not None:
-            self._run_chunk(*chunk)
+            run(*chunk)
 
     def _run_inline(self, sample_id: int, index: int) -> None:
         """One sample on LoadGen's thread with as few Python/numpy calls as possible: caches are
@@ -189,6 +203,33 @@ class LoadGenSUT:
             classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
         self._complete(ids, classes)
 
+    def _submit_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
+        """Start the chunk on an idle request; its completion callback completes the ids."""
+        failed = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
+        if self.error is not None:
+            self._complete(ids, failed)
+            return
+
+        def fill(buffer: np.ndarray | None) -> np.ndarray:
+            return self._samples.batch(indices, out=buffer)
+
+        def done(outputs: np.ndarray | None, error: BaseException | None) -> None:
+            try:
+                if error is not None:
+                    raise error
+                classes = self._to_classes(np.asarray(outputs), len(ids))
+            except BaseException as exc:  # noqa: BLE001 - the ids must still be completed
+                self._record_failure(exc)
+                classes = failed
+            self._complete(ids, classes)
+
+        assert self._submit is not None
+        try:
+            self._submit(len(ids), fill, done)
+        except BaseException as exc:  # noqa: BLE001 - not started: complete the ids here
+            self._record_failure(exc)
+            self._complete(ids, failed)
+
     def _gather(self, indices: Sequence[int]) -> np.ndarray:
         """The batch's samples. Multi-sample batches reuse this thread's buffer of that size:
         a fresh multi-MB array per batch pays page faults on every call. (Gathering the next
@@ -204,7 +245,10 @@ class LoadGenSUT:
         return self._samples.batch(indices, out=buffer)
 
     def _classify(self, batch: np.ndarray, count: int) -> np.ndarray:
-        outputs = np.asarray(self._predict(batch))
+        return self._to_classes(np.asarray(self._predict(batch)), count)
+
+    def _to_classes(self, outputs: np.ndarray, count: int) -> np.ndarray:
+        """Scores (N, C) or classes (N,) -> the dataset's class per sample, as float32."""
         if outputs.ndim == 2:
             classes = outputs.argmax(axis=1)
         elif outputs.ndim == 1:

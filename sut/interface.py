@@ -57,6 +57,9 @@ class Backend(ABC):
     label_offset: int = 0
     #: requests in flight the framework wants (OpenVINO's throughput streams; known after load)
     preferred_workers: int = 1
+    #: an asynchronous batch path (``sut.base.Submit``: OpenVINO's AsyncInferQueue) that
+    #: LoadGenSUT uses instead of worker threads calling ``predict``; None: threads
+    submit: Any = None
 
     @abstractmethod
     def load(self) -> None:
@@ -77,6 +80,20 @@ class Backend(ABC):
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What actually executed: framework version, providers, executed precision evidence."""
+
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        """The settings that decide speed (API path, threads, streams, requests, input
+        handling) and, where the framework ships a benchmark tool, ``vendor_command``: the
+        command that reruns this figure in it. results.json records them, so two tools that
+        disagree can be compared like for like. Called after ``load``."""
+        return {"threads": getattr(self, "threads", 0)}
+
+    def encode_samples(self, samples: np.ndarray) -> np.ndarray:
+        """Samples as the model's input tensor wants them (e.g. a full-integer model's int8),
+        applied by the QSL when LoadGen loads samples, outside the timed path (MLPerf's
+        untimed "convert to whitelisted format" step). ``predict`` then gets encoded batches;
+        the default keeps float32."""
+        return samples
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release the session; default does nothing."""

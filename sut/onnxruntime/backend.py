@@ -174,6 +174,17 @@ class OnnxRuntimeBackend(Backend):
             **self._executed,
         }
 
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        """ONNX Runtime ships no benchmark tool in its wheel: the reference is a tight
+        ``session.run`` loop with ORT's defaults (``quantmark.bench.vendor_loops``)."""
+        return {
+            "api": "InferenceSession.run with a numpy input",
+            "providers": self._executed.get("providers", self._providers()),
+            "threads": self.threads or os.cpu_count(), "inter_op_threads": 1,
+            "execution_mode": "sequential", "intra_op_spinning": self.spin,
+            "graph_optimization": str(self._optimization_level(__import__("onnxruntime"))),
+        }
+
     def close(self) -> None:
         self._session = None
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ COMPUTE_LAYERS = frozenset({
 PRECISION_CLASS = {"i8": "int8", "u8": "int8", "bf16": "bf16", "f16": "fp16", "f32": "fp32"}
 LATENCY_SCENARIOS = ("SingleStream", "MultiStream")
 MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".onnx", ".xml")
+DEFAULT_API = "sync"
 
 
 def _text(value: Any) -> str:
@@ -77,7 +79,10 @@ class OpenVinoBackend(Backend):
     """One compiled model on the CPU plugin; one InferRequest per calling thread."""
 
     def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
-                 artifact: Any) -> None:
+                 artifact: Any, api: str = "sync") -> None:
+        if api not in OV_APIS:
+            raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
+        self.api = api
         self.model_path = model_path
         self.precision = precision
         self.scenario = scenario
@@ -94,6 +99,10 @@ class OpenVinoBackend(Backend):
         self._requests: list[Any] = []
         self._requests_lock = threading.Lock()  # guards the list only, never inference
         self._executed: dict[str, Any] = {}
+        self._async_queue: Any = None
+        self._async_buffers: dict[tuple[int, int], np.ndarray] = {}
+        #: the batch path LoadGenSUT drives asynchronously (``ov_api=async``), else None
+        self.submit: Any = self._submit if api == "async" else None
 
     def _config(self) -> dict[Any, Any]:
         import openvino as ov
@@ -141,6 +150,7 @@ class OpenVinoBackend(Backend):
                 "inference_num_threads": int(compiled.get_property(
                     props.inference_num_threads)),
                 "execution_devices": list(compiled.get_property(props.execution_devices)),
+                "enable_cpu_pinning": bool(compiled.get_property(hints.enable_cpu_pinning)),
             },
             "cpu_capabilities": list(core.get_property("CPU", props.device.capabilities)),
         }
@@ -198,6 +208,30 @@ class OpenVinoBackend(Backend):
         result = request.infer({0: batch}, share_inputs=True, share_outputs=True)
         return np.array(result[self.output_index], copy=True)
 
+    def _submit(self, count: int, fill: Any, done: Any) -> None:
+        """AsyncInferQueue: gather into the idle request's own buffer, start it; the callback
+        hands the outputs to ``done`` (on OpenVINO's thread). One feeder thread calls this, so
+        the idle id read here is the request ``start_async`` takes."""
+        import openvino as ov
+
+        if self._async_queue is None:
+            self._async_queue = ov.AsyncInferQueue(self._compiled, self.preferred_workers)
+            self._async_queue.set_callback(self._completed)
+        queue = self._async_queue
+        request_id = queue.get_idle_request_id()  # blocks until a request is free
+        buffer = self._async_buffers.get((request_id, count))
+        batch = fill(buffer)
+        self._async_buffers[(request_id, count)] = batch  # reused once this request is idle
+        queue.start_async({0: batch}, userdata=done, share_inputs=True)
+
+    def _completed(self, request: Any, done: Any) -> None:
+        try:
+            outputs = request.get_output_tensor(self.output_index).data
+        except Exception as exc:  # noqa: BLE001 - reported through done
+            done(None, exc)
+            return
+        done(outputs, None)
+
     def describe(self) -> dict[str, Any]:
         import openvino as ov
 
@@ -213,7 +247,29 @@ class OpenVinoBackend(Backend):
             **self._executed,
         }
 
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        from quantmark.sut.openvino.vendor import benchmark_app_command
+
+        compiled = self._executed["compiled"]
+        return {
+            "api": ("InferRequest.infer, one request per worker thread (the GIL is released)"
+                    if self.api == "sync" else
+                    f"AsyncInferQueue of {self.preferred_workers} requests, one feeder thread"
+                    if scenario not in LATENCY_SCENARIOS or batch_size > 1 else
+                    "InferRequest.infer inline on LoadGen's thread (SingleStream)"),
+            "input": "numpy batch shared with the request (share_inputs=True), no copy",
+            **{key: compiled[key] for key in (
+                "performance_hint", "num_streams", "optimal_number_of_infer_requests",
+                "inference_num_threads", "enable_cpu_pinning", "inference_precision_hint")},
+            "threads": compiled["inference_num_threads"],
+            "vendor_command": benchmark_app_command(self.model_path, scenario, batch_size,
+                                                    compiled, explicit=bool(self.threads)),
+        }
+
     def close(self) -> None:
+        if self._async_queue is not None:
+            self._async_queue.wait_all()
+            self._async_queue = None
         with self._requests_lock:
             self._requests.clear()
         self._local = threading.local()
@@ -241,4 +297,4 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
         layout = (artifact.meta or {}).get("layout", "NCHW")
         artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash())
     return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
-                           artifact)
+                           artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)))

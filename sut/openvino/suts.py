@@ -9,10 +9,15 @@ from __future__ import annotations
 from quantmark.sut.info import FrameworkInfo, SutInfo
 
 _OV = ("openvino", "nncf")
+# how batches reach the compiled model: one synchronous InferRequest per worker thread, or
+# OpenVINO's AsyncInferQueue fed by one thread (its optimal number of requests in flight)
+OV_API_OPTION = "ov_api"
+OV_APIS = ("sync", "async")
 
 
 def _cpu(name: str, precision: str) -> SutInfo:
-    return SutInfo(name, "openvino", precision, "cpu", "openvino", _OV, ".backend:create")
+    return SutInfo(name, "openvino", precision, "cpu", "openvino", _OV, ".backend:create",
+                   options=((OV_API_OPTION, OV_APIS),))
 
 
 FRAMEWORK = FrameworkInfo(

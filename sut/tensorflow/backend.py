@@ -168,6 +168,15 @@ class TensorFlowBackend(Backend):
         self._device = "CPU"
         self._first_call_s: dict[int, float] = {}  # XLA: compile + one run, per batch size
 
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        tf = self._tf
+        return {"api": "tf.function over the SavedModel's serving_default signature",
+                "jit_compile": self.jit, "device": self._device,
+                "threads": self.threads or "default",
+                "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+                "grappler": self._grappler}
+
     def _input_shape(self, batch: int | None) -> list[int | None]:
         size = self.input_size
         return [batch, size, size, 3] if self.layout == "NHWC" else [batch, 3, size, size]

@@ -12,11 +12,16 @@ from quantmark.sut.info import FrameworkInfo, SutInfo
 # the batch in one invoke, or one invoke per sample at batch 1
 TFLITE_INVOKE_OPTION = "tflite_invoke"
 TFLITE_INVOKE_MODES = ("batched", "per-sample")
+# where a full-integer model's float input is quantized: when LoadGen loads the samples
+# (untimed, as litert-benchmark feeds int8), or in every predict (the old, timed path)
+TFLITE_QUANTIZE_OPTION = "tflite_quantize"
+TFLITE_QUANTIZE_PLACES = ("at-load", "per-call")
 
 
 def _cpu(name: str, precision: str) -> SutInfo:
     return SutInfo(name, "tflite", precision, "cpu", "tflite", ("ai_edge_litert",),
-                   ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),))
+                   ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),
+                                               (TFLITE_QUANTIZE_OPTION, TFLITE_QUANTIZE_PLACES)))
 
 
 FRAMEWORK = FrameworkInfo(

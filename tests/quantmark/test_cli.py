@@ -87,7 +87,7 @@ def _run_folder(out: Path, scenario: str, mode: str = "performance") -> Path:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_each_scenario_leaves_valid_logs_in_layout(scenario_runs, scenario):
+def test_each_scenario_leaves_valid_logs_in_layout(scenario_runs, scenario, tiny):
     out, procs = scenario_runs
     proc = procs[scenario]
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -106,6 +106,14 @@ def test_each_scenario_leaves_valid_logs_in_layout(scenario_runs, scenario):
         assert results["machine"][key]
     assert results["software"]["onnxruntime"]
     assert results["dataset"]["fingerprint"] and results["model"]["key"]
+    speed = results["speed_settings"]  # what a like-for-like rerun in another tool needs
+    assert speed["api"].startswith("InferenceSession.run") and speed["threads"] >= 1
+    assert speed["scenario"] == scenario
+    assert speed["batch_size"] == results["config"]["batch_size"]
+    assert speed["workers"] == results["settings"]["workers"]
+    assert speed["process_cpus"] <= speed["online_cpus"]
+    assert "--sut ort-int8 --model mobilenetv2" in speed["reference_command"]
+    assert f"--model-path {tiny}" in speed["reference_command"]
 
 
 def test_report_shows_loadgen_percentiles(scenario_runs):

@@ -21,6 +21,7 @@ qsl = QuerySampleLibrary.from_arrays(samples, labels, performance_sample_count={
 seen = []
 lock = threading.Lock()
 batch_sizes = []
+feeders = []
 
 def predict(batch):
     with lock:
@@ -31,9 +32,10 @@ def predict(batch):
     scores[np.arange(len(batch)), batch[:, 0].astype(int) % 10] = 1
     return scores
 
+{async_setup}
 out = tempfile.mkdtemp()
 fatal = []
-sut = LoadGenSUT(predict, qsl, batch_size={batch}, workers={workers},
+sut = LoadGenSUT(predict, qsl, batch_size={batch}, workers={workers}, submit={submit},
                  inline_single="{scenario}" == "SingleStream",
                  on_fatal=lambda e: (fatal.append(e), print(json.dumps({{"fatal": repr(e)}}),
                                      flush=True), os._exit(0)), fatal_grace_s=1.0)
@@ -56,6 +58,7 @@ sut.stop()
 qsl.destroy()
 entries = json.load(open(os.path.join(out, "mlperf_log_accuracy.json")))
 print(json.dumps({{"issued": sut.issued, "completed": sut.completed, "seen": seen,
+                  "threads": sorted(set(t for t in feeders)),
                   "batch_sizes": batch_sizes, "error": repr(sut.error),
                   "logged": [e["qsl_idx"] for e in entries],
                   "data": [e["data"] for e in entries[:5]],
@@ -64,14 +67,59 @@ print(json.dumps({{"issued": sut.issued, "completed": sut.completed, "seen": see
 """
 
 
+# An asynchronous backend as sut.base.Submit describes it: two "requests" run on a pool and
+# complete through a callback; the feeder blocks while both are busy.
+ASYNC_SETUP = """
+import concurrent.futures
+pool = concurrent.futures.ThreadPoolExecutor(2)
+idle = threading.Semaphore(2)
+
+def submit(count, fill, done):
+    feeders.append(threading.current_thread().name)
+    idle.acquire()
+    batch = fill(None).copy()
+    assert len(batch) == count
+
+    def work():
+        try:
+            done(predict(batch), None)
+        except Exception as exc:
+            done(None, exc)
+        finally:
+            idle.release()
+
+    pool.submit(work)
+"""
+
+
 def _run(scenario="Offline", mode="AccuracyOnly", count=50, perf=50, batch=8, workers=1,
          min_queries=1, predict_body="pass", timeout=60, min_duration_ms=300, server_qps=500,
-         ss_latency_ns=100_000):
+         ss_latency_ns=100_000, asynchronous=False):
     code = SETUP.format(count=count, perf=perf, batch=batch, workers=workers, scenario=scenario,
                         mode=mode, min_queries=min_queries, predict_body=predict_body,
                         min_duration_ms=min_duration_ms, server_qps=server_qps,
-                        ss_latency_ns=ss_latency_ns)
+                        ss_latency_ns=ss_latency_ns,
+                        async_setup=ASYNC_SETUP if asynchronous else "",
+                        submit="submit" if asynchronous else "None")
     return run_json(code, timeout=timeout)
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "MultiStream", "Server"])
+def test_asynchronous_backend_completes_each_sample_once_from_one_feeder(scenario):
+    result = _run(scenario=scenario, count=40, perf=40, batch=4, workers=3, asynchronous=True)
+    assert result["issued"] == result["completed"] == 40
+    assert sorted(result["logged"]) == list(range(40))
+    assert sorted(result["seen"]) == list(range(40))
+    for index, hex_data in result["pairs"]:
+        assert np.frombuffer(bytes.fromhex(hex_data), dtype=np.float32)[0] == index % 10
+    assert result["threads"] == ["sut-worker-0"]  # one feeder, whatever workers says
+
+
+def test_asynchronous_failure_completes_all_and_reports():
+    body = "if len(seen) > 10: raise RuntimeError('boom')"
+    result = _run(count=60, perf=60, batch=4, predict_body=body, asynchronous=True)
+    assert result["issued"] == result["completed"] == 60
+    assert "boom" in result["error"]
 
 
 @pytest.mark.parametrize("scenario", ["Offline", "SingleStream", "MultiStream", "Server"])

@@ -196,6 +196,89 @@ def test_latency_hint_and_threads(digits_weights: Path, digits_calibration: Any,
     assert backend.predict(digits_data.eval_x[:2]).shape == (2, 10)
 
 
+def test_async_infer_queue_gives_predict_s_scores(digits_weights: Path, digits_calibration: Any,
+                                                  digits_data: Any) -> None:
+    """``ov_api=async``: batches gathered into the idle request's own buffer and run on the
+    AsyncInferQueue come back, through the callback, with exactly predict's scores."""
+    from quantmark.sut.openvino.backend import create
+
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline",
+                         model_path=str(digits_weights), extra={"ov_api": "async"})
+    backend = create("ov-int8", options, DIGITS_SPEC, digits_calibration)
+    backend.load()
+    assert backend.submit is not None
+    x = np.ascontiguousarray(digits_data.eval_x[:40], dtype=np.float32)
+    got: dict[int, np.ndarray] = {}
+    lock = threading.Lock()
+    for start in range(0, len(x), 8):
+        chunk = x[start:start + 8]
+
+        def fill(buffer: Any, chunk: np.ndarray = chunk) -> np.ndarray:
+            if buffer is None:
+                return chunk.copy()
+            buffer[:] = chunk
+            return buffer
+
+        def done(outputs: Any, error: Any, start: int = start) -> None:
+            assert error is None
+            with lock:
+                got[start] = np.array(outputs, copy=True)
+
+        backend.submit(len(chunk), fill, done)
+    backend.close()  # waits for every request in flight
+    assert sorted(got) == list(range(0, len(x), 8))
+    expected = _loaded_predict(digits_weights, digits_calibration, x)
+    np.testing.assert_allclose(np.concatenate([got[k] for k in sorted(got)]), expected,
+                               rtol=0, atol=1e-5)
+    assert "AsyncInferQueue" in backend.speed_settings("Offline", 8)["api"]
+    with pytest.raises(UserError, match="ov_api='fast'"):
+        create("ov-int8", SutOptions(model=DIGITS_SPEC.name, scenario="Offline",
+                                     model_path=str(digits_weights), extra={"ov_api": "fast"}),
+               DIGITS_SPEC, digits_calibration)
+
+
+def _loaded_predict(weights: Path, calibration: Any, x: np.ndarray) -> np.ndarray:
+    backend = _create("ov-int8", weights, calibration)
+    backend.load()
+    return backend.predict(x)
+
+
+def _benchmark_app(command: str, seconds: str = "1") -> str:
+    """Run a recorded benchmark_app command for ``seconds`` (the venv need not be active)."""
+    import shlex
+    import subprocess
+    import sys
+
+    args = shlex.split(command)
+    tool = Path(sys.executable).parent / args[0]
+    if not tool.is_file():
+        pytest.skip("benchmark_app is not installed beside this Python (the cpu extra)")
+    args[0], args[args.index("-t") + 1] = str(tool), seconds
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("scenario,threads", [("Offline", 0), ("SingleStream", 1)])
+def test_recorded_benchmark_app_command_reruns_the_same_settings(
+        scenario: str, threads: int, digits_weights: Path, digits_calibration: Any) -> None:
+    """The vendor command in speed_settings runs, and benchmark_app reports the streams,
+    threads and hint the SUT's compiled model had (the like-for-like rerun users ask for)."""
+    import re
+
+    backend = _create("ov-int8", digits_weights, digits_calibration, scenario, threads)
+    backend.load()
+    settings = backend.speed_settings(scenario, 4)
+    compiled = backend.describe()["compiled"]
+    text = _benchmark_app(settings["vendor_command"])
+    assert re.search(r"Throughput:\s+[\d.]+ FPS", text)
+    assert re.search(rf"NUM_STREAMS: {compiled['num_streams']}\b", text)
+    assert re.search(rf"INFERENCE_NUM_THREADS: {compiled['inference_num_threads']}\b", text)
+    assert re.search(rf"PERFORMANCE_HINT: {compiled['performance_hint']}\b", text) or threads
+    assert settings["num_streams"] == compiled["num_streams"]
+    assert "-b 4" in settings["vendor_command"] and "-ip f32" in settings["vendor_command"]
+
+
 def _tiny_ir(path: Path, input_shape: list[int], classes: int) -> Path:
     """An IR: global average pool then a dense layer, [N,3,32,32] -> [N,classes]."""
     import openvino.opset13 as ops

@@ -123,6 +123,49 @@ def test_input_quantization_matches_manual_invoke(backends, digits_data) -> None
     np.testing.assert_allclose(backend.predict(x), expected, rtol=0, atol=1e-6)
 
 
+def test_samples_encoded_at_load_give_the_same_scores(backends, digits_data) -> None:
+    """The QSL's int8 samples (quantized at load, outside the timed path) predict exactly what
+    float samples quantized inside predict do; float models keep float32."""
+    from quantmark.qsl.library import QuerySampleLibrary
+
+    backend = backends["tflite-int8"]
+    x = _nhwc(digits_data.eval_x[:16])
+    qsl = QuerySampleLibrary.from_arrays(x, np.zeros(len(x), int), len(x))
+    qsl._encode = backend.encode_samples
+    qsl.load(range(len(x)))
+    encoded = qsl.batch(range(len(x)))
+    assert encoded.dtype == np.int8
+    np.testing.assert_array_equal(backend.predict(encoded), backend.predict(x))
+    assert backends["tflite-fp32"].encode_samples(x).dtype == np.float32
+
+
+def test_per_call_quantization_is_kept_on_request(digits_weights, digits_calibration) -> None:
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="SingleStream", threads=2,
+                         model_path=str(digits_weights),
+                         extra={"tflite_quantize": "per-call"})
+    backend = create("tflite-int8", options, DIGITS_SPEC, digits_calibration)
+    backend.load()
+    x = np.zeros((2, 32, 32, 3), np.float32)
+    assert backend.encode_samples(x) is x
+    assert "quantized in every predict" in backend.speed_settings("SingleStream", 1)["input"]
+    with pytest.raises(UserError, match="tflite_quantize='sometimes'"):
+        create("tflite-int8", dataclasses.replace(options, extra={"tflite_quantize":
+                                                                  "sometimes"}),
+               DIGITS_SPEC, digits_calibration)
+
+
+def test_speed_settings_name_the_litert_benchmark_command(backends) -> None:
+    import shlex
+
+    settings = backends["tflite-int8"].speed_settings("SingleStream", 1)
+    command = shlex.split(settings["vendor_command"])
+    assert command[0] == "litert-benchmark"
+    assert command[command.index("--model") + 1] == backends["tflite-int8"].model_path
+    assert command[command.index("--num_threads") + 1] == "2" == str(settings["threads"])
+    assert "int8, quantized by the QSL at load" in settings["input"]
+    assert "batch 8" in backends["tflite-int8"].speed_settings("Offline", 8)["vendor_note"]
+
+
 def test_uint8_input_model(scores, digits_weights, digits_data, digits_calibration,
                            tmp_path) -> None:
     """A full-integer model with uint8 input and output (zero point ~128) runs as tflite-int8."""
