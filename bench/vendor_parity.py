@@ -129,11 +129,11 @@ def run_benchmark_app(case: Case, settings: dict[str, Any], seconds: float,
     if samples_dir is not None:
         command += ["-i", str(samples_dir), "-inference_only", "false"]
     text = _output(command)
-    found = re.search(r"Throughput:\s+([\d.]+) FPS" if case.throughput
-                      else r"Median:\s+([\d.]+) ms", text)
+    found = re.search(r"Throughput:\s+([\d.]+) (FPS)" if case.throughput
+                      else r"Median:\s+([\d.]+) (ms|us)", text)  # us below 1 ms
     if found is None:
         raise RuntimeError(f"{shlex.join(command)} printed no figure: {text[-800:]}")
-    return float(found[1])
+    return float(found[1]) / (1000 if found[2] == "us" else 1)
 
 
 def run_litert_benchmark(settings: dict[str, Any], work: Path) -> float:
@@ -244,14 +244,13 @@ def main(argv: list[str] | None = None) -> None:
         case = Case.parse(text)
         if case in finished:  # rerunning the command resumes: finished cases are kept
             results.append(finished[case])
-            continue
-        try:
-            results.append(run_case(case, args.rounds, args.seconds))
-        except (RuntimeError, ValueError, subprocess.SubprocessError, OSError) as exc:
-            log.error("%s failed, the other cases go on: %s", case.name, exc)
-            failed += 1
-            continue
-        atomic_write_json(out / "parity.json", results)
+        else:
+            try:
+                results.append(run_case(case, args.rounds, args.seconds))
+            except (RuntimeError, ValueError, subprocess.SubprocessError, OSError) as exc:
+                log.error("%s failed, the other cases go on: %s", case.name, exc)
+                failed += 1
+        atomic_write_json(out / "parity.json", results)  # finished and kept cases alike
         atomic_write_text(out / "table.md", table(results))
     print(table(results))
     if failed:

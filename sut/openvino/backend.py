@@ -83,6 +83,9 @@ class OpenVinoBackend(Backend):
         if api not in OV_APIS:
             raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
         self.api = api
+        #: SingleStream only ever sends one sample: compile for batch 1, as benchmark_app does;
+        #: other scenarios send varying batches (a partial last batch, Server's top-ups)
+        self.static_batch = 1 if scenario == "SingleStream" else 0
         self.model_path = model_path
         self.precision = precision
         self.scenario = scenario
@@ -123,12 +126,15 @@ class OpenVinoBackend(Backend):
         import openvino.properties as props
         import openvino.properties.hint as hints
 
-        from quantmark.sut.openvino.convert import make_batch_dynamic
+        from quantmark.sut.openvino.convert import make_batch_dynamic, make_batch_static
 
         core = ov.Core()
         try:
             model = core.read_model(self.model_path)
-            make_batch_dynamic(model)
+            if self.static_batch:
+                make_batch_static(model, self.static_batch)
+            else:
+                make_batch_dynamic(model)
             self._compiled = core.compile_model(model, "CPU", self._config())
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses
             raise SutError(f"openvino could not compile {self.model_path}: {exc}") from exc
@@ -202,6 +208,8 @@ class OpenVinoBackend(Backend):
         return request
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
+        if self.static_batch and len(batch) != self.static_batch:  # other callers: per sample
+            return np.concatenate([self.predict(batch[i:i + 1]) for i in range(len(batch))])
         request = self._request()
         batch = np.ascontiguousarray(batch, dtype=np.float32)
         # share_outputs: views of the request's buffers, reused by its next infer -> copy
@@ -257,7 +265,9 @@ class OpenVinoBackend(Backend):
                     f"AsyncInferQueue of {self.preferred_workers} requests, one feeder thread"
                     if scenario not in LATENCY_SCENARIOS or batch_size > 1 else
                     "InferRequest.infer inline on LoadGen's thread (SingleStream)"),
-            "input": "numpy batch shared with the request (share_inputs=True), no copy",
+            "input": ("numpy batch shared with the request (share_inputs=True); OpenVINO "
+                      "copies a read-only one, as SingleStream's view of the QSL's samples is"),
+            "model_batch": self.static_batch or "dynamic",
             **{key: compiled[key] for key in (
                 "performance_hint", "num_streams", "optimal_number_of_infer_requests",
                 "inference_num_threads", "enable_cpu_pinning", "inference_precision_hint")},

@@ -68,6 +68,16 @@ def test_latency_ratio_is_speed_not_time() -> None:
     assert ratio["point"] == pytest.approx(1 / 1.10, rel=1e-3)
 
 
+@pytest.mark.parametrize("printed,expected", [("   Median:        916.10 us", 0.9161),
+                                              ("   Median:        1.23 ms", 1.23)])
+def test_benchmark_app_latency_in_us_or_ms(monkeypatch, printed, expected) -> None:
+    monkeypatch.setattr(vendor_parity, "_output", lambda command: f"[ INFO ] {printed}\n")
+    settings = {"vendor_command": "benchmark_app -m m.xml -b 1 -t 10 -hint latency"}
+    value = vendor_parity.run_benchmark_app(Case("ov-int8", "m", "SingleStream", 1), settings,
+                                            6, None)
+    assert value == pytest.approx(expected)
+
+
 def test_framework_loop_and_npy_batches_on_real_samples(tmp_path, quantmark_cache) -> None:
     """The reference loop runs the artifact on the run's own samples, 16 different batches."""
     pytest.importorskip("onnxruntime")
@@ -111,3 +121,30 @@ def test_benchmark_app_reads_real_samples(tmp_path, digits_weights, digits_calib
     assert constant > 0 and real > 0
     assert "-nireq" in shlex.split(settings["vendor_command"])
     json.dumps(settings)  # results.json must be able to hold it
+
+
+def test_rerunning_resumes_keeps_finished_cases_and_goes_on_after_a_failure(
+        tmp_path, monkeypatch) -> None:
+    ran: list[str] = []
+
+    def fake_case(case: Case, rounds: int, seconds: float) -> dict[str, Any]:
+        ran.append(case.sut)
+        if case.sut == "tf-fp32":
+            raise RuntimeError("tool crashed")
+        return {"case": vars(case), "metric": "samples/s",
+                "values": {QUANTMARK: [1.0] * rounds, "x [real input]": [1.0] * rounds},
+                "ratios": {"x [real input]": {"point": 1.0, "low": None, "high": None}}}
+
+    monkeypatch.setattr(vendor_parity, "run_case", fake_case)
+    cases = "ort-int8:m:Offline:8,tf-fp32:m:Offline:8,ov-int8:m:Offline:8"
+    args = ["--cases", cases, "--rounds", "2", "--output", str(tmp_path)]
+    with pytest.raises(SystemExit, match="1 case"):
+        vendor_parity.main(args)
+    assert ran == ["ort-int8", "tf-fp32", "ov-int8"]
+    kept = [e["case"]["sut"] for e in json.loads((tmp_path / "parity.json").read_text())]
+    assert kept == ["ort-int8", "ov-int8"]
+    ran.clear()
+    with pytest.raises(SystemExit):
+        vendor_parity.main(args)
+    assert ran == ["tf-fp32"]  # only the failed case runs again
+    assert "ov-int8 m Offline b8" in (tmp_path / "table.md").read_text()

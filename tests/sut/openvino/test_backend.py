@@ -193,7 +193,12 @@ def test_latency_hint_and_threads(digits_weights: Path, digits_calibration: Any,
     assert compiled["performance_hint"] == "LATENCY"
     assert compiled["inference_num_threads"] == 1
     assert backend.preferred_workers == compiled["optimal_number_of_infer_requests"] >= 1
-    assert backend.predict(digits_data.eval_x[:2]).shape == (2, 10)
+    # SingleStream compiles a static batch of 1 (as benchmark_app -b 1); more samples still run
+    assert backend._compiled.input(0).get_partial_shape().is_static
+    assert backend.speed_settings("SingleStream", 1)["model_batch"] == 1
+    scores = backend.predict(digits_data.eval_x[:2])
+    assert scores.shape == (2, 10)
+    np.testing.assert_allclose(scores[1:], backend.predict(digits_data.eval_x[1:2]), atol=1e-6)
 
 
 def test_async_infer_queue_gives_predict_s_scores(digits_weights: Path, digits_calibration: Any,
