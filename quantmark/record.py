@@ -4,6 +4,7 @@ the run is not valid for submission."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,6 @@ def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
     """What decides this run's speed, to rerun it like for like in the framework's own tool:
     the backend's own settings, and the harness's (batch, predict threads in flight, how the
     process is placed on the CPUs)."""
-    import os
-
     affinity = len(os.sched_getaffinity(0))
     online = os.cpu_count() or affinity
     settings = prepared.backend.speed_settings(config.scenario, config.batch_size)

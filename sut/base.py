@@ -205,9 +205,8 @@ class LoadGenSUT:
 
     def _submit_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         """Start the chunk on an idle request; its completion callback completes the ids."""
-        failed = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
         if self.error is not None:
-            self._complete(ids, failed)
+            self._complete(ids, np.full(len(ids), FAILED_CLASS, dtype=np.float32))
             return
 
         def fill(buffer: np.ndarray | None) -> np.ndarray:
@@ -220,7 +219,7 @@ class LoadGenSUT:
                 classes = self._to_classes(np.asarray(outputs), len(ids))
             except BaseException as exc:  # noqa: BLE001 - the ids must still be completed
                 self._record_failure(exc)
-                classes = failed
+                classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
             self._complete(ids, classes)
 
         assert self._submit is not None
@@ -228,7 +227,7 @@ class LoadGenSUT:
             self._submit(len(ids), fill, done)
         except BaseException as exc:  # noqa: BLE001 - not started: complete the ids here
             self._record_failure(exc)
-            self._complete(ids, failed)
+            self._complete(ids, np.full(len(ids), FAILED_CLASS, dtype=np.float32))
 
     def _gather(self, indices: Sequence[int]) -> np.ndarray:
         """The batch's samples. Multi-sample batches reuse this thread's buffer of that size:
