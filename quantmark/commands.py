@@ -267,6 +267,16 @@ def run_repeated(config: RunConfig, repeats: int, until_stable: float | None,
     return done
 
 
+def run_ensemble(args: Any, base: RunConfig) -> int:
+    """``--ensemble``: performance runs each member alone and the ensemble in each mode,
+    repeated and interleaved, then the table; accuracy runs the ensemble once and shows every
+    member's top-1 beside its own."""
+    from quantmark import ensemble_job
+
+    ensemble_job.run(args, base, run_one, console)
+    return 0
+
+
 def compare(a: str, b: str, paired: bool = False) -> Any:
     """Print the ratio of two sets of repeated runs with its interval and verdict."""
     from quantmark import compare as comparing
@@ -318,6 +328,8 @@ def _characterization(folders: list[str], output: Path) -> None:
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
                         "machine that has it and run python run.py report there")
+    from quantmark.report.ensemble_tables import SPEED_HEADER, speed_cells
+    from quantmark.report.ensembles import speed_tables
     from quantmark.report.intervals import disturbed_lines, disturbed_text, speedup_text
     from quantmark.report.sweep_report import metric_text, write
     from quantmark.report.tables import number
@@ -346,6 +358,13 @@ def _characterization(folders: list[str], output: Path) -> None:
         console.print(table)
     for line in disturbed_lines(study.configs):
         console.print(f"[yellow]disturbed:[/] {escape(line)}")
+    for found in speed_tables(study):  # the Ensembles section's speed tables
+        ensemble = Table(title=escape(f"ensemble {found.title}: {found.metric_name}"))
+        for header in SPEED_HEADER:
+            ensemble.add_column(header)
+        for row in found.rows:
+            ensemble.add_row(*map(escape, speed_cells(row)))
+        console.print(ensemble)
     if study.training:
         from quantmark.report.training import rows
 

@@ -5,6 +5,7 @@ the run is not valid for submission."""
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,12 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
     from quantmark.ground.board import throttling_verdict
     from quantmark.qsl.cache import VERIFIED
     from quantmark.report.loadgen_log import summarize_file
-    from quantmark.sut.registry import fp32_baseline
-
     spec, info, dataset, built = prepared.spec, prepared.info, prepared.dataset, prepared.built
     backend = prepared.backend
     results: dict[str, Any] = {
         "config": dict(vars(config)),
         "system_id": system,
-        "sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
-                "device": info.device, "fp32_baseline": fp32_baseline(info.name),
-                **backend.describe()},
-        "model": {"name": spec.name, **artifact_record(backend.artifact)},
+        **sut_and_model(config, prepared),
         "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
                     "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
                     "held_out_for_calibration": dataset.held_out_count,
@@ -47,7 +43,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
                      "quantmark_set": built.applied, "notes": built.notes,
                      "workers": prepared.workers, "measurement": vars(prepared.measurement)},
         # the epoch times let a tracker outside the process (energy) cut LoadGen's window
-        "times": {**prepared.times, **(backend.artifact.times or {}),
+        "times": {**prepared.times, **(getattr(backend.artifact, "times", None) or {}),
                   "loadgen_wall_s": ran.wall_s, "loadgen_started_at": ran.started,
                   "loadgen_ended_at": ran.started + ran.wall_s},
         "summary": summarize_file(work / "mlperf_log_detail.txt").to_dict(),
@@ -56,6 +52,9 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
             **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
         "software": fingerprint.software(info.distributions),
         "speed_settings": speed_settings(config, prepared),
+        # the test process's peak resident memory so far: models, samples and LoadGen
+        "memory": {"peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
     }
     if config.mode == "performance" and not config.audit:
         results["repeat"] = {"index": config.repeat, "of": config.repeats,
@@ -69,6 +68,10 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
                           "".join(f"{rel} {label}\n" for rel, label in dataset.items))
     if config.mode == "accuracy":
         results["accuracy"] = _accuracy(work, prepared.qsl.total_count)
+    if config.ensemble:
+        from quantmark.ensemble_record import ensemble_record
+
+        results["ensemble"] = ensemble_record(prepared, work, results.get("accuracy"))
     atomic_write_text(work / "user.conf",
                       built.effective_user_conf(spec.mlperf_name, config.scenario,
                                                 config.user_conf))
@@ -78,6 +81,21 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
                           "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
     atomic_write_json(work / "results.json", results)
     return results
+
+
+def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
+    """results.json's "sut" (what ran, and its proof) and "model" (the artifact, or for an
+    ensemble its members: "ensemble" records each one's artifact)."""
+    from quantmark.sut.registry import fp32_baseline
+
+    info, spec, backend = prepared.info, prepared.spec, prepared.backend
+    return {"sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
+                    "device": info.device,
+                    "fp32_baseline": None if config.ensemble else fp32_baseline(info.name),
+                    **backend.describe()},
+            "model": ({"name": spec.name, "members": [m.label for m in spec.members]}
+                      if config.ensemble else
+                      {"name": spec.name, **artifact_record(backend.artifact)})}
 
 
 def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
@@ -101,7 +119,8 @@ def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
     affinity = len(os.sched_getaffinity(0))
     online = os.cpu_count() or affinity
     settings = prepared.backend.speed_settings(config.scenario, config.batch_size)
-    if prepared.info.device == "cpu" and prepared.info.framework in LOOP_FRAMEWORKS:
+    if prepared.info.device == "cpu" and prepared.info.framework in LOOP_FRAMEWORKS \
+            and not config.ensemble:
         # the framework's own tight loop on this artifact: the parity benchmark's reference
         settings["reference_command"] = shlex.join([
             "python", "-m", "quantmark.bench.vendor_loops", "--sut", config.sut,

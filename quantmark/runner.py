@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,24 @@ def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySamp
     return workers, measurement, build_settings(plan, measurement)
 
 
-def prepare(config: RunConfig) -> Prepared:
-    """Build the SUT, open the QSL, plan the settings: everything before LoadGen starts."""
-    spec, info, dataset, calibration, backend, times = build_sut(config)
-    qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
-                                          spec.performance_sample_count,
-                                          encode=backend.encode_samples)
+def prepare(config: RunConfig, on_fatal: Callable[[str], None] | None = None) -> Prepared:
+    """Build the SUT (or an ensemble of them), open the QSL, plan the settings: everything
+    before LoadGen starts. ``on_fatal`` ends the process if the backend sees a hang."""
+    if config.ensemble:
+        from quantmark.sut.ensemble.build import build_ensemble
+
+        ensemble = build_ensemble(config)
+        spec, info, dataset = ensemble.spec, ensemble.info, ensemble.dataset
+        calibration, backend, qsl = ensemble.calibration, ensemble.backend, ensemble.qsl
+        times = ensemble.times
+        backend.load()
+    else:
+        spec, info, dataset, calibration, backend, times = build_sut(config)
+        qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
+                                              spec.performance_sample_count,
+                                              encode=backend.encode_samples)
+    if on_fatal is not None:
+        backend.arm(on_fatal)
     workers, measurement, built = plan_settings(config, spec, backend, qsl, times)
     return Prepared(spec, info, dataset, calibration, backend, qsl, workers, measurement, built,
                     times)
@@ -151,6 +164,7 @@ def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
                      inline_single=config.scenario == "SingleStream",
                      on_fatal=lambda exc: end_process(f"predict raised: {exc!r}"),
                      submit=getattr(prepared.backend, "submit", None))
+    prepared.backend.arm(end_process)  # a hang from here on keeps LoadGen's logs
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)
     log_settings.log_output.copy_summary_to_stdout = False
@@ -209,8 +223,13 @@ def run_test(config: RunConfig, status_path: Path) -> dict[str, Any]:
     system = config.system_id or system_id(config.sut)
     final = run_dir(config.output, system, config.model, config.scenario, config.mode,
                     config.audit, config.repeat)
+
+    def end_before_loadgen(message: str) -> None:
+        _write_status(status_path, "failed", None, {}, message)
+        os._exit(3)
+
     with RunFolder(final) as folder:
-        prepared = prepare(config)
+        prepared = prepare(config, end_before_loadgen)
         ran = run_loadgen(config, prepared, folder, status_path)
         check_run(config, ran, folder)
         results = record(config, system, prepared, ran, folder.work)

@@ -171,7 +171,8 @@ def _run_cell(root: Path, spec: SweepSpec, cell: Cell, console: Console) -> dict
         quick=not spec.official, dataset_path=spec.dataset_path,
         calibration_list=spec.calibration_list, user_conf=spec.user_conf,
         output=str(cell_dir(root, cell)), batch_size=cell.batch_size, threads=spec.threads,
-        quick_duration_ms=int(spec.seconds * 1000))
+        quick_duration_ms=int(spec.seconds * 1000), ensemble=cell.ensemble,
+        ensemble_mode=cell.ensemble_mode)
     log = cell_log(root, cell)
     started = time.time()
     try:

@@ -36,6 +36,8 @@ class Cell:
     batch_size: int
     repeat: int = 1
     mode: str = "performance"  # "performance" | "accuracy"
+    ensemble: str = ""  # an ensemble's members (MODEL@SUT,...): model and sut then name it
+    ensemble_mode: str = "sequential"
 
     @property
     def id(self) -> str:
@@ -53,6 +55,8 @@ class SweepSpec:
 
     models: list[str]
     suts: list[str]
+    ensembles: list[str] = field(default_factory=list)  # each "MODEL@SUT,MODEL@SUT,..."
+    ensemble_modes: list[str] = field(default_factory=lambda: ["sequential", "concurrent"])
     scenarios: list[str] = field(default_factory=lambda: ["Offline", "SingleStream"])
     batch_sizes: list[int] = field(default_factory=lambda: [8])
     repeats: int = 1
@@ -85,12 +89,43 @@ def cells(spec: SweepSpec) -> list[Cell]:
     for repeat in range(1, spec.repeats + 1):
         for model in spec.models:
             for sut in spec.suts:
-                if spec.accuracy and repeat == 1:
-                    batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
-                    out.append(Cell(model, sut, "Offline", batch, mode="accuracy"))
-                for scenario in spec.scenarios:
-                    batches = [1] if scenario == "SingleStream" else spec.batch_sizes
-                    out.extend(Cell(model, sut, scenario, b, repeat) for b in batches)
+                out.extend(_cells_of(spec, model, sut, repeat))
+        out.extend(_ensemble_cells(spec, repeat))
+    return out
+
+
+def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str = "",
+              mode: str = "sequential", accuracy: bool = True) -> list[Cell]:
+    """One (model, SUT)'s cells of one repeat: its accuracy run first (repeat 1), then every
+    scenario and batch size."""
+    out: list[Cell] = []
+    if spec.accuracy and accuracy and repeat == 1:
+        batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
+        out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
+                        ensemble_mode=mode))
+    for scenario in spec.scenarios:
+        batches = [1] if scenario == "SingleStream" else spec.batch_sizes
+        out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble, ensemble_mode=mode)
+                   for b in batches)
+    return out
+
+
+def _ensemble_cells(spec: SweepSpec, repeat: int) -> list[Cell]:
+    """Each ensemble's members alone (the baseline, where the models x SUTs product lacks
+    them), then the ensemble in each mode; the first mode's accuracy run gives the top-1s."""
+    from quantmark.sut.ensemble.members import ensemble_name, parse_members, sut_name
+
+    done = {(model, sut) for model in spec.models for sut in spec.suts}
+    out: list[Cell] = []
+    for text in spec.ensembles:
+        members = parse_members(text)
+        for member in members:
+            if (member.model, member.sut) not in done:
+                done.add((member.model, member.sut))
+                out.extend(_cells_of(spec, member.model, member.sut, repeat))
+        for number, mode in enumerate(spec.ensemble_modes):
+            out.extend(_cells_of(spec, ensemble_name(members), sut_name(mode, "mean"), repeat,
+                                 text, mode, accuracy=number == 0))
     return out
 
 
@@ -117,6 +152,9 @@ def expand_suts(names: list[str]) -> list[str]:
 _TEXT_LIST = "a string or a list of strings"
 KEY_TYPES: dict[str, str] = {
     "models": _TEXT_LIST, "suts": _TEXT_LIST, "scenarios": _TEXT_LIST,
+    # one ensemble is "MODEL@SUT,MODEL@SUT": its commas do not split it into a list
+    "ensembles": "a string (one ensemble) or a list of strings",
+    "ensemble_modes": _TEXT_LIST,
     "batch_sizes": "a whole number or a list of whole numbers", "repeats": "a whole number",
     "threads": "a whole number", "seconds": "a number", "timeout": "a number",
     "official": "true or false", "accuracy": "true or false", "output": "a string",
@@ -131,7 +169,7 @@ def _is_whole(value: Any) -> bool:
 def _type_fits(key: str, value: Any) -> bool:
     """Does ``value``, as TOML or YAML read it, have the type ``key`` needs?"""
     expected = KEY_TYPES[key]
-    if expected == _TEXT_LIST:
+    if expected == _TEXT_LIST or key == "ensembles":
         return isinstance(value, str) or (
             isinstance(value, list) and all(isinstance(v, str) for v in value))
     if key == "batch_sizes":
@@ -264,9 +302,11 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
     """Check and normalise settings (from a file, flags overriding) into a SweepSpec."""
     from quantmark.models.zoo import MODEL_NAMES
 
-    if "models" not in settings or "suts" not in settings:
-        raise UserError("a sweep needs --models and --suts (or models and suts in the file)")
-    models = _as_list(settings["models"], "models")
+    ensembles, modes = _ensembles(settings)
+    if not ensembles and ("models" not in settings or "suts" not in settings):
+        raise UserError("a sweep needs --models and --suts, or --ensemble (or models and "
+                        "suts, or ensembles, in the file)")
+    models = _as_list(settings["models"], "models") if "models" in settings else []
     for model in models:
         if model not in MODEL_NAMES:
             raise UserError(f"unknown model '{model}'; valid models: {', '.join(MODEL_NAMES)}")
@@ -290,7 +330,8 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
                         "threads >= 0")
     spec = SweepSpec(
         models=list(dict.fromkeys(models)),
-        suts=expand_suts(_as_list(settings["suts"], "suts")),
+        suts=expand_suts(_as_list(settings["suts"], "suts")) if "suts" in settings else [],
+        ensembles=ensembles, ensemble_modes=modes,
         scenarios=list(dict.fromkeys(scenarios)), batch_sizes=sorted(set(batch_sizes)),
         repeats=repeats, output=str(settings.get("output") or "sweep"), seconds=seconds,
         official=_flag(settings, "official", False),
@@ -314,9 +355,25 @@ def _flag(settings: dict[str, Any], key: str, default: bool) -> bool:
 def _check_batches_fit(spec: SweepSpec) -> None:
     """The largest batch must be one the samples can fill and the memory hold, for every
     model: found now, not as a crashed cell an hour in. (SingleStream cells run batch 1.)"""
+    from quantmark.sut.ensemble.members import parse_members
     from quantmark.validate import check_batch_fits, check_dataset
 
     check_dataset(spec.dataset_path)
-    for model in spec.models:
+    members = [m.model for text in spec.ensembles for m in parse_members(text)]
+    for model in dict.fromkeys(spec.models + members):
         check_batch_fits(max(spec.batch_sizes), model, spec.dataset_path,
                          flag="--batch-sizes")
+
+
+def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The sweep's ensembles (each checked, in canonical form) and the modes they run in."""
+    from quantmark.sut.ensemble.members import MODES, canonical, parse_members
+
+    raw = settings.get("ensembles") or []
+    texts = [raw] if isinstance(raw, str) else [str(text) for text in raw]
+    ensembles = list(dict.fromkeys(canonical(parse_members(text)) for text in texts))
+    modes = _as_list(settings.get("ensemble_modes", ",".join(MODES)), "ensemble-modes")
+    for mode in modes:
+        if mode not in MODES:
+            raise UserError(f"unknown ensemble mode '{mode}'; valid: {', '.join(MODES)}")
+    return ensembles, list(dict.fromkeys(modes))

@@ -159,16 +159,42 @@ def validate(config: RunConfig) -> None:
     from quantmark.sut.registry import check_options, require_available
 
     validate_scenario(config.scenario)
-    check_options(require_available(config.sut), config.sut_options)
-    get_model(config.model)
+    if config.ensemble:
+        validate_ensemble(config)
+    else:
+        check_options(require_available(config.sut), config.sut_options)
+        get_model(config.model)
     if config.mode not in ("performance", "accuracy"):
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")
     check_batch(config)
     if config.threads < 0 or config.workers < 0:
         raise UserError("--threads must be >= 0 (0 = all cores) and --workers >= 0 "
                         "(0 = the SUT's preferred number)")
-    if config.model_path:
+    if config.model_path and not config.ensemble:
         check_model_path(config.model_path, config.model, config.sut)
     validate_inputs(config.dataset_path, config.calibration_list, config.user_conf)
-    check_batch_fits(config.batch_size, config.model, config.dataset_path)
+    for model in ({m.split("@")[0] for m in config.ensemble.split(",")} if config.ensemble
+                  else {config.model}):
+        check_batch_fits(config.batch_size, model, config.dataset_path)
     check_output_writable(config.output)
+
+
+def validate_ensemble(config: RunConfig) -> None:
+    """Every member runs here, every --sut-option is read by a member (or the ensemble), and
+    the ensemble runs its members on the built-in models (no --model-path)."""
+    from quantmark.sut.ensemble.build import check_options as check_ensemble_options
+    from quantmark.sut.ensemble.members import check_mode, parse_members
+    from quantmark.sut.registry import require_available
+
+    check_mode(config.ensemble_mode, config.ensemble_combine)
+    members = parse_members(config.ensemble)
+    if config.model_path:
+        raise UserError("--model-path names one model; an ensemble's members are built-in "
+                        "models (--ensemble MODEL@SUT,...): drop --model-path")
+    infos = []
+    for member in members:
+        try:
+            infos.append(require_available(member.sut))
+        except UserError as exc:
+            raise UserError(f"--ensemble member {member.label}: {exc}") from None
+    check_ensemble_options(config, infos)

@@ -25,6 +25,7 @@ from quantmark.report.training import load as load_training
 from quantmark.sut.info import SutInfo
 
 SWEEP_MANIFEST = "sweep.json"
+ENSEMBLE = "ensemble"  # the framework (and family) of the ensemble SUTs
 # results.json "times" keys the runner itself writes; every other key is an artifact's
 # conversion / quantization step (export_s, quantize_s, calibration_s, tflite_convert_s ...)
 RUNNER_TIMES = ("prepare_s", "load_s", "warmup_s", "loadgen_wall_s", "loadgen_started_at",
@@ -121,7 +122,9 @@ def family(sut: str) -> str:
     """The framework (and device) part of a SUT name: ``ort`` of ``ort-int8``, ``ort-cuda`` of
     ``ort-cuda-fp16``. As its framework declares it; an unknown name up to its last dash."""
     info = _known(sut)
-    return info.family if info else sut.rsplit("-", 1)[0]
+    if info:
+        return info.family
+    return ENSEMBLE if sut.startswith(f"{ENSEMBLE}-") else sut.rsplit("-", 1)[0]
 
 
 def variant(sut: str) -> str:
@@ -130,13 +133,18 @@ def variant(sut: str) -> str:
     info = _known(sut)
     if info:
         return info.variant
+    if sut.startswith(f"{ENSEMBLE}-"):  # ensemble-sequential-vote -> sequential-vote
+        return sut[len(ENSEMBLE) + 1:]
     return sut.rsplit("-", 1)[1] if "-" in sut else sut
 
 
 def baseline(results: dict[str, Any]) -> str:
     """The FP32 SUT a run is compared with, as the runner recorded it: its framework's FP32 on
     the same device (``ort-trt-int8`` -> ``ort-cuda-fp32``). For results written before the
-    runner recorded it: the registry's baseline of a known SUT, else ``<family>-fp32``."""
+    runner recorded it: the registry's baseline of a known SUT, else ``<family>-fp32``. An
+    ensemble has none: ``""``."""
+    if is_ensemble(results):
+        return ""  # several models at once: no FP32 of its own, its speedups are n/a
     sut = results.get("sut", {})
     name = str(sut.get("name", ""))
     if sut.get("fp32_baseline"):
@@ -148,6 +156,12 @@ def baseline(results: dict[str, Any]) -> str:
         if found:
             return found
     return f"{family(name)}-fp32"
+
+
+def is_ensemble(results: dict[str, Any]) -> bool:
+    """The run is an ensemble SUT's (several models per sample), not one model's."""
+    sut = results.get("sut") or {}
+    return bool(results.get("ensemble")) or sut.get("framework") == ENSEMBLE
 
 
 def is_fp32(sut: str) -> bool:
@@ -351,7 +365,9 @@ def _costs(config: Config) -> dict[str, Any]:
                   if k not in RUNNER_TIMES and isinstance(v, int | float)}
     tracked = [r.tracked for r in config.runs]
     energy = [e for t in tracked if (e := (t.get("trackers") or {}).get("energy"))]
-    rss = [t["peak_rss_mb"] for t in tracked if t.get("peak_rss_mb")]
+    # the sweep's wait4 figure, else the one the test process recorded itself (results.json)
+    rss = [rss for t, r in zip(tracked, config.runs, strict=True)
+           if (rss := t.get("peak_rss_mb") or (r.results.get("memory") or {}).get("peak_rss_mb"))]
     gpu = [g for t in tracked if (g := (t.get("trackers") or {}).get("gpu_memory_mb"))
            is not None]
     return {

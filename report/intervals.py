@@ -178,10 +178,13 @@ def _is_reference(config: Config, which: str) -> bool:
 
 def speedup_text(config: Config, which: str) -> str:
     """``speedup_vs_fp32`` or ``speedup_vs_best_fp32`` with its interval and verdict (no
-    measurable difference where the interval holds 1x); ``baseline`` for the reference."""
+    measurable difference where the interval holds 1x); ``baseline`` for the reference, ``n/a``
+    for an ensemble (several models: no FP32 of its own)."""
     found: Ratio | None = config.derived[f"{which}_ratio"]
     if found is not None:
         return found.text()
+    if not config.derived["fp32_baseline"]:
+        return "n/a"
     return "baseline" if _is_reference(config, which) and config.derived[which] else "-"
 
 

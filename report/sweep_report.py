@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
-from quantmark.report import training
+from quantmark.report import ensemble_tables, ensembles, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
+from quantmark.report.ensemble_figure import ensemble_figures
 from quantmark.report.figures import Figure, all_figures
 from quantmark.report.intervals import (
     DISTURBED_WARNING,
@@ -283,7 +284,8 @@ def _machine_rows(study: Study) -> list[list[str]]:
 MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "software"]
 
 
-def to_markdown(study: Study, figures: list[Figure]) -> str:
+def to_markdown(study: Study, figures: list[Figure],
+                section: ensembles.Section | None = None) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
     for heading, warned in _warnings(study):
@@ -297,6 +299,7 @@ def to_markdown(study: Study, figures: list[Figure]) -> str:
         lines += ["", f"## {title}", ""]
         lines += markdown_table([h for h, _ in COLUMNS],
                                 [[f(c) for _, f in COLUMNS] for c in configs])
+    lines += ensemble_tables.markdown(section or ensembles.build(study))
     if inference:
         lines += ["", "## Batch-size scan", ""] + markdown_table(SCAN_HEADER, _scan_rows(study))
     if study.training:
@@ -318,7 +321,8 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 .wrap{overflow-x:auto}li{margin:3px 0}"""
 
 
-def to_html(study: Study, figures: list[Figure]) -> str:
+def to_html(study: Study, figures: list[Figure], section: ensembles.Section | None = None
+            ) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
@@ -338,6 +342,7 @@ def to_html(study: Study, figures: list[Figure]) -> str:
         parts.append(html_table(headers, [[f(c) for _, f in COLUMNS] for c in configs],
                                 headers.index("validity"),
                                 (headers.index("throttled"), headers.index("disturbed"))))
+    parts.append(ensemble_tables.to_html(section or ensembles.build(study)))
     if inference:
         parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
     if study.training:
@@ -360,7 +365,8 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     """Read ``folders`` and write every report file into ``output``."""
     study = load(folders)
     out = Path(output)
-    figures = all_figures(study)
+    section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
+    figures = all_figures(study) + ensemble_figures(section)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename
@@ -370,8 +376,9 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
         if stale not in files:
             stale.unlink()
     texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
-             ("report.md", to_markdown(study, figures)),
-             ("report.html", to_html(study, figures))]
+             ("report.md", to_markdown(study, figures, section)),
+             ("report.html", to_html(study, figures, section)),
+             *ensemble_tables.csv_texts(section)]
     if study.training:
         texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))
     for name, text in texts:

@@ -8,6 +8,7 @@ LoadGen needs (batching, threads, response buffers, exactly-once completion) liv
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,9 @@ class SutOptions:
     threads: int = 0  # 0: the framework's default (all cores)
     model_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: other models share these cores (an ensemble member): one call at a time, and no
+    #: spin-waiting between calls that would take the CPU from the others
+    co_located: bool = False
 
 
 class Calibration(Protocol):
@@ -94,6 +98,11 @@ class Backend(ABC):
         untimed "convert to whitelisted format" step). ``predict`` then gets encoded batches;
         the default keeps float32."""
         return samples
+
+    def arm(self, on_fatal: Callable[[str], None]) -> None:  # noqa: B027 - optional hook
+        """Called before the warm-up and again just before LoadGen starts: a backend that can
+        tell a hang (an ensemble's member watchdog) ends the run with ``on_fatal(message)``.
+        The default watches nothing."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release the session; default does nothing."""

@@ -48,6 +48,26 @@ def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,
                           text=True, timeout=timeout, env=full_env, cwd=cwd)
 
 
+TRIVIAL_DIST_INFO = "quantmark_trivial-0.1.dist-info"
+TRIVIAL_METADATA = "Metadata-Version: 2.1\nName: quantmark-trivial\nVersion: 0.1\n"
+TRIVIAL_ENTRY_POINTS = "[quantmark.frameworks]\ntrivial = trivial_framework.suts\n"
+
+
+@pytest.fixture(scope="session")
+def trivial_plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site folder holding ``tests/sut/trivial_framework`` as an installed distribution
+    (a ``quantmark.frameworks`` entry point): put it on PYTHONPATH and its SUTs exist."""
+    import shutil
+
+    site = tmp_path_factory.mktemp("plugin-site")
+    shutil.copytree(ROOT / "tests" / "sut" / "trivial_framework", site / "trivial_framework",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / TRIVIAL_DIST_INFO).mkdir()
+    (site / TRIVIAL_DIST_INFO / "METADATA").write_text(TRIVIAL_METADATA)
+    (site / TRIVIAL_DIST_INFO / "entry_points.txt").write_text(TRIVIAL_ENTRY_POINTS)
+    return site
+
+
 @pytest.fixture(scope="session")
 def quantmark_cache(tmp_path_factory) -> Path:
     """One cache for the whole session (models, builtin dataset), never the user's."""

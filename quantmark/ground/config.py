@@ -32,6 +32,11 @@ class RunConfig:
     repeat: int = 1
     repeats: int = 1
     repeat_set: str = ""
+    # an ensemble (--ensemble MODEL@SUT,...): sut is then "ensemble-<mode>[-vote]" and model
+    # the members joined with "+"
+    ensemble: str = ""
+    ensemble_mode: str = "sequential"  # "sequential" | "concurrent"
+    ensemble_combine: str = "mean"  # "mean" (of softmax probabilities) | "vote"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

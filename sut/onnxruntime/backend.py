@@ -228,6 +228,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     elif precision == "fp16":
         artifact = quantize.convert_fp16(fp32)
     # Server queries arrive on LoadGen's schedule and pass through a worker thread: ORT's
-    # spinning intra-op threads would starve those threads of the CPU between predictions.
-    spin = options.scenario != "Server"
+    # spinning intra-op threads would starve those threads of the CPU between predictions;
+    # so would they the other members of an ensemble (co-located models).
+    spin = options.scenario != "Server" and not options.co_located
     return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin)

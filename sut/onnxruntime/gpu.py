@@ -34,6 +34,12 @@ Choices, all reported by ``describe()``:
 * cuDNN's exhaustive convolution search runs once per input shape: the load warms up batch 1
   and the run's batch size; Server (batches of any size) uses the heuristic search instead so
   no search lands inside the measurement.
+
+Streams: left to ONNX Runtime, which gives every session non-blocking CUDA streams of its own
+(multi-stream execution since 1.14, PR #13495; ``cuda_stream_handle.cc``, PR #13404), so two
+sessions (ensemble members) called from two threads never share one. Only the provider options
+``user_compute_stream``, ``use_ep_level_unified_stream`` or ``enable_cuda_graph`` change that;
+these SUTs set none, and ``cuda_stream_policy`` reads it back for ``describe()``.
 """
 
 from __future__ import annotations
@@ -52,17 +58,18 @@ import numpy as np
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.onnxruntime.backend import OnnxRuntimeBackend, node_kernel_events
+from quantmark.sut.onnxruntime.providers import (
+    CPU_EP,
+    SUTS,
+    cuda_stream_policy,
+    provider_options,
+    requested_provider,
+)
 from quantmark.sut.onnxruntime.suts import CUDA_EP, TRT_EP, TRT_INT8_ROUTE_OPTION
 from quantmark.sut.registry import check_options, get_sut
 
 log = logging.getLogger(__name__)
 
-CPU_EP = "CPUExecutionProvider"
-#: SUT -> (the execution provider it must run on, requested precision)
-SUTS: dict[str, tuple[str, str]] = {"ort-cuda-fp32": (CUDA_EP, "fp32"),
-                                    "ort-cuda-fp16": (CUDA_EP, "fp16"),
-                                    "ort-trt-fp16": (TRT_EP, "fp16"),
-                                    "ort-trt-int8": (TRT_EP, "int8")}
 #: the setup.py extra that installs each provider
 EXTRAS = {CUDA_EP: "ort-gpu", TRT_EP: "ort-trt"}
 #: the compute ops a GPU SUT must never run on the CPU: Conv, ConvInteger, QLinearConv,
@@ -70,77 +77,6 @@ EXTRAS = {CUDA_EP: "ort-gpu", TRT_EP: "ort-trt"}
 #: Einsum, Attention and the like
 COMPUTE_OP = re.compile(r"Conv|Gemm|MatMul|Einsum|Attention")
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost")
-
-
-# --------------------------------------------------------------------------- provider options
-
-def requested_provider(name: str) -> str:
-    """The execution provider ``name`` must run on."""
-    try:
-        return SUTS[name][0]
-    except KeyError:
-        raise UserError(f"{__name__} has no SUT {name!r}; it runs "
-                        f"{', '.join(SUTS)}") from None
-
-
-def cuda_options(scenario: str = "Offline", device_id: int = 0) -> dict[str, str]:
-    """The CUDA provider's options: TF32 off (FP32 stays FP32), cuDNN's exhaustive search
-    except for Server, whose batches of any size would each search inside the measurement."""
-    return {"device_id": str(device_id),
-            "cudnn_conv_algo_search": "HEURISTIC" if scenario == "Server" else "EXHAUSTIVE",
-            "do_copy_in_default_stream": "1", "use_tf32": "0"}
-
-
-def trt_options(name: str, *, input_name: str, sample_shape: tuple[int, ...],
-                batch_range: tuple[int, int], cache_dir: str | Path,
-                calibration_table: str | Path | None = None,
-                device_id: int = 0) -> dict[str, str]:
-    """The TensorRT provider's options for ``ort-trt-fp16`` / ``ort-trt-int8``.
-
-    ``sample_shape``: one sample's input shape without the batch dimension; ``batch_range``:
-    (smallest, largest) batch the engine's optimisation profile covers (optimised for the
-    largest); ``calibration_table``: ONNX Runtime's flatbuffers table (calibrator route) or None
-    (QDQ model: its scales are in the graph, and TensorRT refuses a table next to Q/DQ nodes).
-    """
-    if requested_provider(name) != TRT_EP:
-        raise UserError(f"{name} does not run on the TensorRT execution provider")
-    precision = SUTS[name][1]
-    dims = "x".join(str(int(d)) for d in sample_shape)
-    low, high = batch_range
-    options = {
-        "device_id": str(device_id),
-        "trt_fp16_enable": "True",  # fp16, and int8's fallback for layers kept out of INT8
-        "trt_engine_cache_enable": "True", "trt_engine_cache_path": str(cache_dir),
-        "trt_timing_cache_enable": "True", "trt_timing_cache_path": str(cache_dir),
-        "trt_profile_min_shapes": f"{input_name}:{low}x{dims}",
-        "trt_profile_opt_shapes": f"{input_name}:{high}x{dims}",
-        "trt_profile_max_shapes": f"{input_name}:{high}x{dims}",
-    }
-    if precision == "int8":
-        options["trt_int8_enable"] = "True"
-        if calibration_table is not None:
-            options["trt_int8_calibration_table_name"] = str(calibration_table)
-            options["trt_int8_use_native_calibration_table"] = "False"
-    return options
-
-
-def provider_options(name: str, *, scenario: str = "Offline", input_name: str = "input",
-                     sample_shape: tuple[int, ...] = (3, 224, 224),
-                     batch_range: tuple[int, int] = (1, 1), cache_dir: str | Path = ".",
-                     calibration_table: str | Path | None = None,
-                     device_id: int = 0) -> list[Any]:
-    """The ``providers`` list for ``InferenceSession``: the requested provider first, then the
-    CUDA provider (TensorRT SUTs: for nodes TensorRT does not take), then the CPU provider last
-    (ONNX Runtime needs it for host-side nodes; the placement check refuses compute nodes that
-    land there)."""
-    provider = requested_provider(name)
-    cuda = (CUDA_EP, cuda_options(scenario, device_id))
-    if provider == CUDA_EP:
-        return [cuda, CPU_EP]
-    trt = trt_options(name, input_name=input_name, sample_shape=sample_shape,
-                      batch_range=batch_range, cache_dir=cache_dir,
-                      calibration_table=calibration_table, device_id=device_id)
-    return [(TRT_EP, trt), cuda, CPU_EP]
 
 
 # --------------------------------------------------------------------------- node placement
@@ -360,12 +296,19 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
         return np.concatenate([self._session.run(None, {self._input_name: batch[i:i + step]})[0]
                                for i in range(0, len(batch), step)])
 
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        """The CPU SUT's settings plus the CUDA stream: a shared stream would serialise
+        co-located SUTs."""
+        return {**super().speed_settings(scenario, batch_size),
+                "cuda_stream": cuda_stream_policy(self._providers())}
+
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info.update({
             "device": "gpu",
             "execution_provider": self.provider,
             "provider_options": dict(p for p in self._providers() if isinstance(p, tuple)),
+            "cuda_stream": cuda_stream_policy(self._providers()),
             "batch_range": list(self.batch_range),
             "warmup": self._warm_s,
         })

@@ -79,7 +79,7 @@ class OpenVinoBackend(Backend):
     """One compiled model on the CPU plugin; one InferRequest per calling thread."""
 
     def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
-                 artifact: Any, api: str = "sync") -> None:
+                 artifact: Any, api: str = "sync", co_located: bool = False) -> None:
         if api not in OV_APIS:
             raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
         self.api = api
@@ -89,6 +89,9 @@ class OpenVinoBackend(Backend):
         self.model_path = model_path
         self.precision = precision
         self.scenario = scenario
+        #: one call at a time with all its cores (latency hint): an ensemble member, whose
+        #: ensemble calls it once per batch while other models share the machine
+        self.latency_hint = scenario in LATENCY_SCENARIOS or co_located
         self.threads = threads
         self.artifact = artifact
         meta = artifact.meta or {}
@@ -112,7 +115,7 @@ class OpenVinoBackend(Backend):
         import openvino.properties as props
         import openvino.properties.hint as hints
 
-        mode = (hints.PerformanceMode.LATENCY if self.scenario in LATENCY_SCENARIOS
+        mode = (hints.PerformanceMode.LATENCY if self.latency_hint
                 else hints.PerformanceMode.THROUGHPUT)
         element = {"fp32": ov.Type.f32, "int8": ov.Type.f32, "bf16": ov.Type.bf16,
                    "fp16": ov.Type.f16}[self.precision]
@@ -272,7 +275,9 @@ class OpenVinoBackend(Backend):
                 "performance_hint", "num_streams", "optimal_number_of_infer_requests",
                 "inference_num_threads", "enable_cpu_pinning", "inference_precision_hint")},
             "threads": compiled["inference_num_threads"],
-            "vendor_command": benchmark_app_command(self.model_path, scenario, batch_size,
+            "vendor_command": benchmark_app_command(self.model_path,
+                                                    "SingleStream" if self.latency_hint
+                                                    else scenario, batch_size,
                                                     compiled, explicit=bool(self.threads)),
         }
 
@@ -307,4 +312,5 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
         layout = (artifact.meta or {}).get("layout", "NCHW")
         artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash())
     return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
-                           artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)))
+                           artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
+                           co_located=options.co_located)

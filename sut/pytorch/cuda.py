@@ -28,14 +28,23 @@ Every SUT proves at load what it executes, as the CPU torch SUTs do (``sut.pytor
 
 cuDNN's benchmark mode stays off: it autotunes each new input shape on first sight, and Server's
 batches of any size would autotune inside the measurement.
+
+Streams: each backend makes its own ``torch.cuda.Stream`` at load and does everything there
+(load, compile, capture, every predict's copies and forward), then waits for that stream only.
+Two backends in one process (ensemble members, one thread each) so overlap instead of queueing
+on the legacy default stream. CUDA graphs are captured on that stream and replayed on it.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import logging
 import threading
 import time
 import warnings
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -62,6 +71,17 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
 SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 COMPILE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}  # inductor's fused kernels reorder float sums
 TORCHAO_NEEDED = "needs torchao (pip install torchao) and a CUDA GPU"
+#: what describe() and speed_settings() say about the stream a backend runs on
+CUDA_STREAM = "own (torch.cuda.Stream, one per backend)"
+
+log = logging.getLogger(__name__)
+#: torch allows one CUDA graph capture at a time per process (torch.cuda.graph's own note);
+#: ensemble members may load side by side, so their captures take turns
+_CAPTURE_LOCK = threading.Lock()
+#: live torch-cuda-compile backends: Dynamo's cache is process-wide and one member's reset
+#: would make another recompile inside its measurement
+_COMPILED: weakref.WeakSet[Any] = weakref.WeakSet()
+_COMPILED_LOCK = threading.Lock()
 
 
 def cuda_blocker() -> str | None:
@@ -86,6 +106,35 @@ def tf32_off() -> dict[str, Any]:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
     return gpu_settings()
+
+
+def new_stream(device: torch.device) -> Any:
+    """A CUDA stream for one backend: its work then neither waits for nor blocks another
+    backend's, as it would on the shared legacy default stream."""
+    return torch.cuda.Stream(device=device)
+
+
+@contextlib.contextmanager
+def on_stream(stream: Any) -> Iterator[None]:
+    """Enqueue the block's CUDA work on ``stream`` (this thread only), then wait for that
+    stream, not the whole device: other backends' work on their streams goes on."""
+    with torch.cuda.stream(stream):
+        yield
+    stream.synchronize()
+
+
+def reset_dynamo_unless_shared(owner: object) -> bool:
+    """Clear Dynamo's process-wide cache before ``owner`` compiles, unless another live
+    compiled backend (an ensemble member) still runs code from it; return whether it reset."""
+    with _COMPILED_LOCK:
+        shared = any(other is not owner for other in _COMPILED)
+        if not shared:
+            torch._dynamo.reset()
+        else:
+            log.info("torch-cuda-compile: another compiled backend is live in this process; "
+                     "keeping Dynamo's cache")
+        _COMPILED.add(owner)
+    return not shared
 
 
 def gpu_settings() -> dict[str, Any]:
@@ -154,7 +203,8 @@ def dtype_evidence(name: str, dtypes: dict[str, dict[str, int]], want: str) -> d
 
 
 class TorchCudaBackend(Backend):
-    """One module on CUDA device 0, shared by every worker thread."""
+    """One module on CUDA device 0 and a CUDA stream of its own, shared by every worker
+    thread of this backend (their calls queue on that stream in order)."""
 
     layout = "NCHW"
 
@@ -173,6 +223,7 @@ class TorchCudaBackend(Backend):
         self._model: nn.Module | None = model
         self._run: Any = None
         self._device = torch.device("cuda", 0)
+        self._stream: Any = None  # made at load: torch.cuda.Stream needs a CUDA build
         self._executed: dict[str, Any] = {}
         self._settings: dict[str, Any] = {}
         self._sizes: tuple[int, ...] = ()
@@ -189,6 +240,11 @@ class TorchCudaBackend(Backend):
         if self.mode == "bf16" and not torch.cuda.is_bf16_supported():
             raise SutError(f"{self.name}: this GPU ({torch.cuda.get_device_name(0)}) has no "
                            "bfloat16 support")
+        self._stream = new_stream(self._device)
+        with on_stream(self._stream):  # weights, compile, graphs: all on this stream
+            self._load_on_stream()
+
+    def _load_on_stream(self) -> None:
         model = self._model.to(self._device)
         if self.dtype != torch.float32:
             model = model.to(self.dtype)
@@ -210,7 +266,7 @@ class TorchCudaBackend(Backend):
     def _load_compile(self, model: nn.Module, x: torch.Tensor) -> None:
         dtypes = layer_output_dtypes(model, x)
         evidence = dtype_evidence(self.name, dtypes, "float32")
-        torch._dynamo.reset()  # one SUT per process: start from a clean Dynamo cache
+        reset_dynamo_unless_shared(self)  # a clean Dynamo cache, unless a member still uses it
         self._sizes = tuple(sorted({1, self.batch_size}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -220,7 +276,7 @@ class TorchCudaBackend(Backend):
                 started = time.perf_counter()
                 with torch.no_grad():
                     compiled(batch)
-                    torch.cuda.synchronize()
+                self._stream.synchronize()
                 self._load_s[f"compile_{size}_s"] = round(time.perf_counter() - started, 3)
                 if self.use_graphs:
                     self._graphs[size] = self._capture(compiled, batch)
@@ -239,28 +295,35 @@ class TorchCudaBackend(Backend):
 
     def _capture(self, compiled: Any, batch: torch.Tensor) -> tuple[Any, torch.Tensor,
                                                                     torch.Tensor]:
-        """A CUDA graph of one compiled forward pass with static input and output buffers."""
+        """A CUDA graph of one compiled forward pass with static input and output buffers.
+
+        Warm-up and capture run on this backend's stream (a non-default stream, as capture
+        requires), where ``predict`` replays it. ``thread_local`` capture mode: the other
+        members' threads may allocate or synchronise meanwhile without breaking this capture
+        (or erroring themselves, as ``global`` would make them); the captured stream is
+        non-blocking, so no other thread's work is implicitly ordered into it."""
         static_in = batch.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(3):  # warm-up on a side stream, as capture requires
+        with torch.no_grad():
+            for _ in range(3):
                 compiled(static_in)
-        torch.cuda.current_stream().wait_stream(side)
+        self._stream.synchronize()
         graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph):
+        with _CAPTURE_LOCK, torch.no_grad(), torch.cuda.graph(
+                graph, stream=self._stream, capture_error_mode="thread_local"):
             static_out = compiled(static_in)
         return graph, static_in, static_out
 
     # ------------------------------------------------------------------ predict
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
+        """Copy in, forward, copy out, all on this backend's stream; wait for that stream."""
         x = torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float32))
-        if self.mode == "compile":
-            return self._predict_shapes(x)
-        with torch.inference_mode():
-            out = self._run(x.to(self._device).to(self.dtype))
-            return out.float().cpu().numpy()
+        with on_stream(self._stream):
+            if self.mode == "compile":
+                return self._predict_shapes(x)
+            with torch.inference_mode():
+                out = self._run(x.to(self._device).to(self.dtype))
+                return out.float().cpu().numpy()
 
     def _predict_shapes(self, x: torch.Tensor) -> np.ndarray:
         """Run on compiled (captured) shapes: chunks of the largest, the last zero-padded."""
@@ -283,7 +346,7 @@ class TorchCudaBackend(Backend):
             static_in[:n].copy_(chunk)
             if n < size:
                 static_in[n:].zero_()
-            graph.replay()
+            graph.replay()  # on the current stream: predict's, the one it was captured on
             return static_out[:n].float().cpu().numpy()
 
     def _compiled(self, chunk: torch.Tensor, size: int) -> np.ndarray:
@@ -309,6 +372,7 @@ class TorchCudaBackend(Backend):
             "requested_precision": "fp32" if self.mode == "compile" else self.mode,
             **self._executed,
             "gpu_settings": self._settings,
+            "cuda_stream": CUDA_STREAM,
             "load": self._load_s,
             "weights": self.artifact.weights,
             "model_file": str(self.artifact.path),
@@ -317,10 +381,19 @@ class TorchCudaBackend(Backend):
             info["compile"] = {**info["compile"], "padded_calls": self._padded}
         return info
 
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        """The base settings plus the stream: a shared stream serialises co-located SUTs."""
+        return {**super().speed_settings(scenario, batch_size), "cuda_stream": CUDA_STREAM}
+
     def close(self) -> None:
+        if self._stream is not None:
+            self._stream.synchronize()  # nothing of ours still queued when buffers go
         self._graphs.clear()
         self._run = None
         self._model = None
+        self._stream = None
+        with _COMPILED_LOCK:
+            _COMPILED.discard(self)
 
 
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TorchCudaBackend:

@@ -10,7 +10,10 @@ buffers, allocated once for the profile's largest batch. ``predict`` checks a fr
 out, copies the batch host-to-device, enqueues the engine and copies the logits back, all
 asynchronously on that context's stream, and waits for that stream only. With two contexts
 (Offline) two worker threads keep two batches in flight, so one batch's copies overlap the
-other's compute.
+other's compute. The streams are created non-blocking (``cudaStreamCreateWithFlags(
+cudaStreamNonBlocking)``), so they never wait for work another SUT in the process (an ensemble
+member) queues on the legacy default stream; nothing is shared between two backends but the
+device (no module-level stream or buffer).
 
 Proof of what executed comes from TensorRT's engine inspector (the engine is built with
 ``ProfilingVerbosity.DETAILED``): the data type each compute layer consumes. An INT8 or FP16
@@ -38,6 +41,8 @@ from quantmark.sut.tensorrt.build import BatchProfile
 from quantmark.sut.tensorrt.suts import TRT_INT8_ROUTE_OPTION
 
 PRECISIONS = {"trt-fp32": "fp32", "trt-fp16": "fp16", "trt-int8": "int8"}
+#: what describe() and speed_settings() say about the streams a backend runs on
+CUDA_STREAM = "own (one non-blocking cudaStream per execution context)"
 #: execution contexts (each with its own stream and buffers) per scenario
 CONTEXTS = {"Offline": 2}
 MODEL_SUFFIXES = (".onnx", ".pt", ".pth", ".bin")
@@ -198,11 +203,11 @@ class _Slot:
                  output_name: str, runtime: Any) -> None:
         import ctypes
 
-        from quantmark.sut.tensorrt.cuda_runtime import cuda_call, native_handle
+        from quantmark.sut.tensorrt.cuda_runtime import create_stream, cuda_call, native_handle
 
         self.runtime = runtime
         self.context = engine.create_execution_context()
-        self.stream = cuda_call(runtime.cudaStreamCreate())
+        self.stream = create_stream(runtime)  # one context, one stream (TensorRT's rule)
         self.stream_handle = native_handle(self.stream)
         self.input_name, self.output_name = input_name, output_name
         self.plans = {plan.name: plan for plan in plans}
@@ -351,12 +356,20 @@ class TensorRTBackend(Backend):
             "calibration": meta.get("calibration"),
             "profile": meta.get("profile"),
             "execution_contexts": self.contexts,
+            "cuda_stream": CUDA_STREAM,
             "engine_file": str(self.artifact.path),
             "engine_cached": bool(meta.get("cached")),
             "evidence": "TensorRT engine inspector (ProfilingVerbosity.DETAILED): the data type "
                         "each compute layer consumes",
             **self._executed,
         }
+
+    def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
+        """Contexts in flight and their streams: a shared or blocking stream would serialise
+        co-located SUTs."""
+        return {**super().speed_settings(scenario, batch_size),
+                "api": "execute_async_v3 per execution context",
+                "execution_contexts": self.contexts, "cuda_stream": CUDA_STREAM}
 
     def close(self) -> None:
         for slot in self._slots:

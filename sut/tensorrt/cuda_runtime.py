@@ -39,6 +39,23 @@ def cuda_call(result: Any) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
+#: cudaStreamNonBlocking (CUDA runtime API): no implicit synchronisation with stream 0
+STREAM_NON_BLOCKING = 0x01
+
+
+def create_stream(runtime: Any) -> Any:
+    """A CUDA stream of the caller's own, created non-blocking.
+
+    ``cudaStreamCreate`` makes a blocking stream, which the CUDA runtime implicitly
+    synchronises with the legacy default stream (stream 0): any work another library in the
+    process queues there (torch's default stream, a plain ``cudaMemcpy``, ONNX Runtime's
+    end-of-run sync on its null provider stream) would then serialise with this stream.
+    ``cudaStreamNonBlocking`` "may run concurrently with work in stream 0 ... and should
+    perform no implicit synchronization with stream 0" (``cudaStreamCreateWithFlags``)."""
+    flags = getattr(runtime, "cudaStreamNonBlocking", STREAM_NON_BLOCKING)
+    return cuda_call(runtime.cudaStreamCreateWithFlags(flags))
+
+
 def native_handle(obj: Any) -> int:
     """The raw address of a cuda-python object (a stream) as TensorRT takes it."""
     try:

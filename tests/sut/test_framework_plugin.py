@@ -12,29 +12,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, run_cli, run_json
 
-HERE = Path(__file__).resolve().parent
-DIST_INFO = "quantmark_trivial-0.1.dist-info"
-METADATA = "Metadata-Version: 2.1\nName: quantmark-trivial\nVersion: 0.1\n"
-ENTRY_POINTS = "[quantmark.frameworks]\ntrivial = trivial_framework.suts\n"
-
 
 @pytest.fixture(scope="module")
-def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A site folder holding the trivial framework as an installed distribution."""
-    site = tmp_path_factory.mktemp("plugin-site")
-    shutil.copytree(HERE / "trivial_framework", site / "trivial_framework",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (site / DIST_INFO).mkdir()
-    (site / DIST_INFO / "METADATA").write_text(METADATA)
-    (site / DIST_INFO / "entry_points.txt").write_text(ENTRY_POINTS)
-    return site
+def plugin_path(trivial_plugin_path: Path) -> Path:
+    return trivial_plugin_path
 
 
 def _env(plugin_path: Path, cache: Path) -> dict[str, str]:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 
+import numpy as np
 import pytest
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.ground.fingerprint import gpu_present
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.onnxruntime import gpu as ortg
+from quantmark.sut.onnxruntime import providers as ortp
 from tests.digits_model import DIGITS_SPEC, top1
 
 
@@ -41,13 +44,13 @@ def _session_events() -> list[dict]:
 # --------------------------------------------------------------------------- provider options
 
 def test_provider_options_per_sut(tmp_path):
-    cuda = ortg.provider_options("ort-cuda-fp32")
+    cuda = ortp.provider_options("ort-cuda-fp32")
     assert cuda[0][0] == "CUDAExecutionProvider" and cuda[-1] == "CPUExecutionProvider"
     assert cuda[0][1]["use_tf32"] == "0" and cuda[0][1]["cudnn_conv_algo_search"] == "EXHAUSTIVE"
-    server = ortg.provider_options("ort-cuda-fp16", scenario="Server")
+    server = ortp.provider_options("ort-cuda-fp16", scenario="Server")
     assert server[0][1]["cudnn_conv_algo_search"] == "HEURISTIC"
 
-    fp16 = ortg.provider_options("ort-trt-fp16", input_name="images", sample_shape=(3, 224, 224),
+    fp16 = ortp.provider_options("ort-trt-fp16", input_name="images", sample_shape=(3, 224, 224),
                                  batch_range=(1, 8), cache_dir=tmp_path)
     assert [p if isinstance(p, str) else p[0] for p in fp16] == [
         "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
@@ -59,20 +62,49 @@ def test_provider_options_per_sut(tmp_path):
     assert trt["trt_profile_opt_shapes"] == trt["trt_profile_max_shapes"] == "images:8x3x224x224"
 
     table = tmp_path / "calibration.flatbuffers"
-    calibrated = ortg.trt_options("ort-trt-int8", input_name="x", sample_shape=(3, 32, 32),
+    calibrated = ortp.trt_options("ort-trt-int8", input_name="x", sample_shape=(3, 32, 32),
                                   batch_range=(1, 1), cache_dir=tmp_path,
                                   calibration_table=table)
     assert calibrated["trt_int8_enable"] == "True" and calibrated["trt_fp16_enable"] == "True"
     assert calibrated["trt_int8_calibration_table_name"] == str(table)
     assert calibrated["trt_int8_use_native_calibration_table"] == "False"
-    qdq = ortg.trt_options("ort-trt-int8", input_name="x", sample_shape=(3, 32, 32),
+    qdq = ortp.trt_options("ort-trt-int8", input_name="x", sample_shape=(3, 32, 32),
                            batch_range=(1, 1), cache_dir=tmp_path)
     assert qdq["trt_int8_enable"] == "True" and "trt_int8_calibration_table_name" not in qdq
     with pytest.raises(UserError, match="does not run on the TensorRT"):
-        ortg.trt_options("ort-cuda-fp16", input_name="x", sample_shape=(3,), batch_range=(1, 1),
+        ortp.trt_options("ort-cuda-fp16", input_name="x", sample_shape=(3,), batch_range=(1, 1),
                          cache_dir=tmp_path)
     with pytest.raises(UserError, match="no SUT 'ort-cuda-int4'.*ort-cuda-fp32"):
-        ortg.provider_options("ort-cuda-int4")
+        ortp.provider_options("ort-cuda-int4")
+
+
+# --------------------------------------------------------------------------- CUDA streams
+
+@pytest.mark.parametrize("name", sorted(ortp.SUTS))
+def test_every_gpu_sut_keeps_onnx_runtimes_own_streams(name, tmp_path):
+    """No SUT passes a stream of its own or asks for one provider-level stream: each session
+    keeps ONNX Runtime's per-session non-blocking streams, so two members never share one."""
+    providers = ortp.provider_options(name, batch_range=(1, 8), cache_dir=tmp_path)
+    options = [p[1] for p in providers if isinstance(p, tuple)]
+    for option in options:
+        assert not {"user_compute_stream", "has_user_compute_stream",
+                    *ortp.UNIFIED_STREAM_OPTIONS} & set(option), option
+    assert ortp.cuda_stream_policy(providers) == ortp.OWN_STREAMS
+    assert ortp.OWN_STREAMS.startswith("own ")
+
+
+def test_stream_policy_reads_the_documented_options():
+    cuda = ortg.CUDA_EP
+    assert ortp.cuda_stream_policy([(cuda, {"user_compute_stream": "140000"}), "CPU"]) \
+        .startswith("user (user_compute_stream=140000)")
+    assert "EP-level unified" in ortp.cuda_stream_policy(
+        [(cuda, {"use_ep_level_unified_stream": "1"})])
+    assert "EP-level unified" in ortp.cuda_stream_policy([(cuda, {"enable_cuda_graph": "True"})])
+    for off in ({"use_ep_level_unified_stream": "0"}, {"enable_cuda_graph": "false"},
+                {"user_compute_stream": "0"}, {}):
+        policy = ortp.cuda_stream_policy([(cuda, off), "CPUExecutionProvider"])
+        assert policy == ortp.OWN_STREAMS
+    assert ortp.cuda_stream_policy(["CPUExecutionProvider"]) == ortp.OWN_STREAMS
 
 
 # --------------------------------------------------------------------------- placement
@@ -202,6 +234,14 @@ def test_a_session_that_fell_back_to_the_cpu_is_refused(monkeypatch, digits_weig
     assert ortg.cpu_compute_nodes(backend._placement), backend._placement
 
 
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="needs onnxruntime")
+def test_describe_and_speed_settings_name_the_stream(monkeypatch, digits_weights):
+    monkeypatch.setattr(ortg, "require_provider", lambda name: None)
+    backend = ortg.create("ort-cuda-fp32", _ort_options(digits_weights), DIGITS_SPEC, None)
+    assert backend.speed_settings("Offline", 4)["cuda_stream"] == ortp.OWN_STREAMS
+    assert backend.describe()["cuda_stream"] == ortp.OWN_STREAMS
+
+
 
 # --------------------------------------------------------------------------- on a GPU
 
@@ -235,3 +275,34 @@ def test_ort_cuda_places_compute_on_the_gpu(digits_weights, digits_data):
         backend.close()
     assert results["ort-cuda-fp32"][1] == "fp32" and results["ort-cuda-fp16"][1] == "fp16"
     assert abs(results["ort-cuda-fp16"][0] - results["ort-cuda-fp32"][0]) <= 1.0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_ort_gpu_skip() is not None, reason=str(_ort_gpu_skip()))
+def test_two_ort_cuda_sessions_answer_alike_from_two_threads_at_once(digits_weights,
+                                                                     digits_data):
+    """Two sessions in one process (ensemble members), one thread each: the concurrent answers
+    equal the sequential ones and each session reports ONNX Runtime's own providers."""
+    backends = [ortg.create(name, _ort_options(digits_weights), DIGITS_SPEC, None)
+                for name in ("ort-cuda-fp32", "ort-cuda-fp16")]
+    for backend in backends:
+        backend.load()
+    data = digits_data.eval_x[:64]
+    expected = [backend.predict(data) for backend in backends]
+    results: dict[int, list] = {}
+    barrier = threading.Barrier(2)
+
+    def member(k: int) -> None:
+        barrier.wait()
+        results[k] = [backends[k].predict(data) for _ in range(10)]
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k, backend in enumerate(backends):
+        for got in results[k]:
+            np.testing.assert_allclose(got, expected[k], rtol=1e-3, atol=1e-3)
+        assert backend.describe()["cuda_stream"] == ortp.OWN_STREAMS
+        backend.close()

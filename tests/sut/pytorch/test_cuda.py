@@ -4,9 +4,12 @@ real and skip with the reason where there is no NVIDIA GPU or no CUDA build of t
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.util
 import json
+import threading
+import types
 
 import numpy as np
 import pytest
@@ -92,6 +95,121 @@ def test_torchao_int8_quantizes_linear_layers_only():
                                    pytorch_cuda.linear_weight_classes(plain))
 
 
+# --------------------------------------------------------------------------- streams, on the CPU
+
+@pytest.fixture
+def fake_streams(monkeypatch):
+    """torch.cuda.Stream / torch.cuda.stream stand-ins for a CPU build of torch: each stream
+    counts its synchronize calls; ``entered`` lists (thread id, stream) per stream context."""
+    torch = pytest.importorskip("torch")
+    entered: list[tuple[int, object]] = []
+    lock = threading.Lock()
+
+    class FakeStream:
+        def __init__(self, device=None, priority=0) -> None:
+            self.device, self.synced = device, 0
+
+        def synchronize(self) -> None:
+            with lock:
+                self.synced += 1
+
+    @contextlib.contextmanager
+    def stream(chosen):
+        with lock:
+            entered.append((threading.get_ident(), chosen))
+        yield
+
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    return types.SimpleNamespace(Stream=FakeStream, entered=entered)
+
+
+def _cpu_backend(name: str, **extra):
+    """A TorchCudaBackend whose "device" is the CPU and whose stream is a stand-in: the stream
+    plumbing of predict runs without a GPU."""
+    import torch
+
+    pytorch_cuda = _pytorch_cuda()
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", batch_size=4, extra=extra)
+    model = DIGITS_SPEC.builder(10).eval()
+    sample = np.zeros((1, 3, DIGITS_SPEC.input_size, DIGITS_SPEC.input_size), np.float32)
+    artifact = types.SimpleNamespace(weights="random", path="digits.pt")
+    backend = pytorch_cuda.TorchCudaBackend(name, DIGITS_SPEC, artifact, options, sample, model)
+    backend._device = torch.device("cpu")
+    backend._run = model
+    backend._sizes = (1, 4)
+    backend._stream = pytorch_cuda.new_stream(backend._device)
+    return backend
+
+
+@needs_torch
+@pytest.mark.parametrize("name, extra", [("torch-cuda-fp32", {}),
+                                         ("torch-cuda-compile", {"cuda_graphs": "off"})])
+def test_each_backend_predicts_on_its_own_stream_from_its_own_thread(fake_streams, name, extra):
+    """Two members, one thread each, at once: every predict enters its own backend's stream
+    on the calling thread and waits for that stream (not the device) before returning."""
+    backends = [_cpu_backend(name, **extra) for _ in range(2)]
+    streams = [backend._stream for backend in backends]
+    assert streams[0] is not streams[1] and all(isinstance(s, fake_streams.Stream)
+                                                for s in streams)
+    data = np.random.default_rng(0).standard_normal(
+        (6, 3, DIGITS_SPEC.input_size, DIGITS_SPEC.input_size)).astype(np.float32)
+    expected = [backend.predict(data) for backend in backends]
+    fake_streams.entered.clear()
+    synced = [s.synced for s in streams]
+    results: dict[int, list[np.ndarray]] = {}
+    threads_of: dict[int, int] = {}
+    barrier = threading.Barrier(2)
+
+    def member(k: int) -> None:
+        threads_of[k] = threading.get_ident()
+        barrier.wait()
+        results[k] = [backends[k].predict(data) for _ in range(5)]
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k in range(2):
+        for got in results[k]:
+            np.testing.assert_allclose(got, expected[k], rtol=1e-5, atol=1e-6)
+        mine = [stream for thread, stream in fake_streams.entered if thread == threads_of[k]]
+        assert mine == [streams[k]] * 5  # one stream context per predict, always its own
+        assert streams[k].synced - synced[k] == 5
+
+
+@needs_torch
+def test_speed_settings_name_the_own_stream(fake_streams):
+    backend = _cpu_backend("torch-cuda-fp16")
+    settings = backend.speed_settings("Offline", 4)
+    assert settings["cuda_stream"] == _pytorch_cuda().CUDA_STREAM
+    assert settings["cuda_stream"].startswith("own (torch.cuda.Stream")
+    backend.close()
+    assert backend._stream is None
+
+
+@needs_torch
+def test_dynamo_reset_spares_a_live_compiled_member(monkeypatch, fake_streams):
+    """Dynamo's cache is process-wide: a second compiled member must not wipe the first's."""
+    import weakref
+
+    import torch
+
+    pytorch_cuda = _pytorch_cuda()
+    resets: list[int] = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(pytorch_cuda, "_COMPILED", weakref.WeakSet())
+    first, second = _cpu_backend("torch-cuda-compile"), _cpu_backend("torch-cuda-compile")
+    assert pytorch_cuda.reset_dynamo_unless_shared(first) is True
+    assert pytorch_cuda.reset_dynamo_unless_shared(first) is True  # itself does not count
+    assert pytorch_cuda.reset_dynamo_unless_shared(second) is False
+    assert len(resets) == 2
+    first.close()
+    second.close()
+    assert pytorch_cuda.reset_dynamo_unless_shared(_cpu_backend("torch-cuda-compile")) is True
+    assert len(resets) == 3
+
 
 # --------------------------------------------------------------------------- on a GPU
 
@@ -151,3 +269,43 @@ def test_torch_cuda_fp16_offline_valid_with_its_ratio_and_gpu_trackers(tmp_path)
         assert all(float(row["gpu_memory_mb"]) > 0 for row in rows.values()), rows
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(_torch_gpu_skip() is not None, reason=str(_torch_gpu_skip()))
+def test_two_torch_cuda_members_run_on_their_own_streams_at_once(digits_weights, digits_data):
+    """Two backends in one process, as ensemble members: distinct non-default streams, the
+    forward runs on the backend's stream, and concurrent predicts from two threads answer as
+    sequential ones do (eager and CUDA-graph replay)."""
+    import torch
+
+    pytorch_cuda = _pytorch_cuda()
+    backends = [pytorch_cuda.create(name, _torch_options(digits_weights), DIGITS_SPEC, None)
+                for name in ("torch-cuda-fp32", "torch-cuda-compile")]
+    for backend in backends:
+        backend.load()
+    streams = [backend._stream for backend in backends]
+    assert streams[0] != streams[1]
+    assert torch.cuda.default_stream(0) not in streams
+    seen: list[object] = []
+    hook = backends[0]._run.register_forward_hook(
+        lambda module, args, out: seen.append(torch.cuda.current_stream()))
+    data = digits_data.eval_x[:64]
+    expected = [backend.predict(data) for backend in backends]
+    hook.remove()
+    assert seen and all(stream == streams[0] for stream in seen)
+    results: dict[int, list[np.ndarray]] = {}
+    barrier = threading.Barrier(2)
+
+    def member(k: int) -> None:
+        barrier.wait()
+        results[k] = [backends[k].predict(data) for _ in range(10)]
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k, backend in enumerate(backends):
+        for got in results[k]:
+            np.testing.assert_allclose(got, expected[k], rtol=1e-4, atol=1e-4)
+        assert backend.describe()["cuda_stream"] == pytorch_cuda.CUDA_STREAM
+        backend.close()

@@ -183,10 +183,14 @@ class FakeRuntime:
         cudaMemcpyHostToDevice = 1
         cudaMemcpyDeviceToHost = 2
 
+    cudaStreamNonBlocking = 1  # noqa: N815
+
     def __init__(self) -> None:
         self.buffers: dict[int, ctypes.Array] = {}
         self.copies: list[tuple[int, int]] = []  # (kind, bytes)
+        self.copy_streams: list[int] = []
         self.streams = 0
+        self.stream_flags: list[int] = []
         self.lock = threading.Lock()
 
     def _alloc(self, nbytes: int):
@@ -211,11 +215,15 @@ class FakeRuntime:
         return (0,)
 
     def cudaMemcpyAsync(self, dst, src, nbytes, kind, stream):  # noqa: N802
+        with self.lock:
+            self.copy_streams.append(stream)
         return self.cudaMemcpy(dst, src, nbytes, kind)
 
-    def cudaStreamCreate(self):  # noqa: N802
-        self.streams += 1
-        return (0, 100 + self.streams)
+    def cudaStreamCreateWithFlags(self, flags):  # noqa: N802 - no cudaStreamCreate: blocking
+        with self.lock:
+            self.streams += 1
+            self.stream_flags.append(flags)
+            return (0, 100 + self.streams)
 
     def cudaStreamDestroy(self, stream):  # noqa: N802
         return (0,)
@@ -243,6 +251,7 @@ class FakeContext:
 
     def __init__(self, engine: FakeEngine) -> None:
         self.engine, self.addresses, self.shape = engine, {}, None
+        self.stream_handles: set[int] = set()
 
     def set_tensor_address(self, name, pointer):
         self.addresses[name] = pointer
@@ -254,6 +263,7 @@ class FakeContext:
         return True
 
     def execute_async_v3(self, stream_handle):
+        self.stream_handles.add(stream_handle)
         n = self.shape[0]
         count = int(np.prod(self.shape))
         data = np.frombuffer((ctypes.c_float * count).from_address(self.addresses["input"]),
@@ -511,6 +521,66 @@ def test_backend_runs_batches_through_its_contexts(fake_gpu, tmp_path):
     assert not runtime.buffers
 
 
+def test_two_backends_never_share_a_stream_or_buffer(fake_gpu, tmp_path):
+    """Two members in one process (an ensemble), one thread each, at once: every execution
+    context enqueues on a non-blocking stream of its own, with buffers of its own."""
+    engine = FakeEngine((3, 2, 2), 4, "fp16")
+    runtime = fake_gpu(engine)
+    backends = [TensorRTBackend(_engine_artifact(tmp_path, "fp16", BatchProfile(1, 4, 4)),
+                                "fp16", None, contexts=2) for _ in range(2)]
+    for backend in backends:
+        backend.load()
+    slots = [slot for backend in backends for slot in backend._slots]
+    assert len({slot.stream for slot in slots}) == 4
+    assert runtime.stream_flags == [FakeRuntime.cudaStreamNonBlocking] * 4
+    device = [pointer for slot in slots for pointer in slot.device.values()]
+    assert len(set(device)) == len(device)
+    data = np.random.default_rng(1).standard_normal((8, 3, 2, 2)).astype(np.float32)
+    expected = data.reshape(8, -1).sum(axis=1, keepdims=True) + np.arange(CLASSES)
+    results: dict[int, list[np.ndarray]] = {}
+    barrier = threading.Barrier(2)
+
+    def member(k: int) -> None:
+        barrier.wait()
+        results[k] = [backends[k].predict(data) for _ in range(20)]
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k in range(2):
+        for got in results[k]:
+            np.testing.assert_allclose(got, expected, rtol=1e-5)
+    for slot in slots:  # each context ran on its own stream, and nothing on stream 0
+        assert slot.context.stream_handles <= {slot.stream_handle}
+    assert 0 not in runtime.copy_streams
+    for backend in backends:
+        assert backend.describe()["cuda_stream"] == trt_sut.CUDA_STREAM
+        assert backend.speed_settings("Offline", 4)["cuda_stream"] == trt_sut.CUDA_STREAM
+        assert trt_sut.CUDA_STREAM.startswith("own ")
+        backend.close()
+
+
+def test_create_stream_is_non_blocking_without_the_constant():
+    """Older cuda-python builds may lack the module constant: the CUDA value (1) is used."""
+    seen = []
+
+    class Bare:
+        class cudaError_t:  # noqa: N801
+            cudaSuccess = 0
+
+        def cudaStreamCreateWithFlags(self, flags):  # noqa: N802
+            seen.append(flags)
+            return (0, 7)
+
+    bare = Bare()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cuda_runtime, "cuda_runtime", lambda: bare)
+        assert cuda_runtime.create_stream(bare) == 7
+    assert seen == [cuda_runtime.STREAM_NON_BLOCKING] == [1]
+
+
 def test_backend_refuses_an_engine_without_its_precision(fake_gpu, tmp_path):
     fake_gpu(FakeEngine((3, 2, 2), 1, "fp32"))
     backend = TensorRTBackend(_engine_artifact(tmp_path, "int8", BatchProfile(1, 1, 1)), "int8",
@@ -599,6 +669,7 @@ def test_engines_build_run_and_report_on_the_gpu(digits_weights, digits_calibrat
     reference = top1(fp32.predict(digits_data.eval_x), digits_data.eval_y)
     assert reference > 90 and fp32.describe()["executed_precision"] == "fp32"
     assert fp32.describe()["execution_contexts"] == 2
+    assert fp32.describe()["cuda_stream"] == trt_sut.CUDA_STREAM
     fp32.close()
     for name, extra in (("trt-fp16", {}), ("trt-int8", {}),
                         ("trt-int8", {"trt_int8_route": "qdq"})):
@@ -615,3 +686,37 @@ def test_engines_build_run_and_report_on_the_gpu(digits_weights, digits_calibrat
     assert described["execution_contexts"] == 1
     assert single.predict(digits_data.eval_x[:1]).shape == (1, 10)
     single.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+def test_two_engines_answer_alike_from_two_threads_at_once(digits_weights, digits_data):
+    """Two trt-fp32 backends in one process (ensemble members), one thread each: distinct
+    streams, and the concurrent answers equal the sequential ones."""
+    from tests.digits_model import DIGITS_SPEC
+
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", batch_size=16,
+                         model_path=str(digits_weights))
+    backends = [trt_sut.create("trt-fp32", options, DIGITS_SPEC, None) for _ in range(2)]
+    for backend in backends:
+        backend.load()
+    handles = [slot.stream_handle for backend in backends for slot in backend._slots]
+    assert len(set(handles)) == len(handles) and 0 not in handles
+    data = digits_data.eval_x[:64]
+    expected = [backend.predict(data) for backend in backends]
+    results: dict[int, list[np.ndarray]] = {}
+    barrier = threading.Barrier(2)
+
+    def member(k: int) -> None:
+        barrier.wait()
+        results[k] = [backends[k].predict(data) for _ in range(10)]
+
+    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k, backend in enumerate(backends):
+        for got in results[k]:
+            np.testing.assert_allclose(got, expected[k], rtol=1e-5, atol=1e-5)
+        backend.close()

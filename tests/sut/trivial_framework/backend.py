@@ -4,6 +4,7 @@ to run it end to end, and cheap, so the plugin test measures the plumbing and no
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,10 @@ VERSION = "0.1"
 class FixedScoresBackend(Backend):
     """Class 0 first, every time."""
 
-    def __init__(self, artifact: Artifact, classes: int) -> None:
+    def __init__(self, artifact: Artifact, classes: int, fault: str = "none") -> None:
         self.artifact = artifact
         self.classes = classes
+        self.fault = fault  # "raise" or "hang" on every predict (trivial-faulty)
         self._scores = np.zeros(classes, np.float32)
 
     def load(self) -> None:
@@ -29,6 +31,10 @@ class FixedScoresBackend(Backend):
         self._scores = np.asarray(scores, np.float32)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
+        if self.fault == "raise":
+            raise RuntimeError("injected fault")
+        if self.fault == "hang":
+            threading.Event().wait()  # never set: a call that never returns
         return np.tile(self._scores, (len(batch), 1))
 
     def describe(self) -> dict[str, Any]:
@@ -54,4 +60,5 @@ def _model(spec: Any) -> Artifact:
 
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> FixedScoresBackend:
     """The registry entry's factory: ``create(name, SutOptions, ModelSpec, Calibration)``."""
-    return FixedScoresBackend(_model(spec), spec.num_classes)
+    return FixedScoresBackend(_model(spec), spec.num_classes,
+                              str(options.extra.get("trivial_fault", "none")))
