@@ -92,21 +92,20 @@ def run_performance(alone: list[RunConfig], together: list[RunConfig],
                     console: Console) -> list[Side]:
     """Every test ``repeats`` times, interleaved; the table of them printed."""
     configs = alone + together
-    sets = {id(c): RepeatSet(c) for c in configs}
-    keys = {(c.sut, c.model): id(c) for c in configs}
+    sets = {(c.sut, c.model): RepeatSet(c) for c in configs}  # a test's SUT and model name it
     for config in interleaved(configs, repeats):
-        sets[keys[(config.sut, config.model)]].results.append(run_one(config))
+        sets[(config.sut, config.model)].results.append(run_one(config))
     for config in configs:
         remove_stale(config, repeats)
-    member_sets = [sets[id(c)] for c in alone]
+    member_sets = [sets[(c.sut, c.model)] for c in alone]
     sides = [Side(f"{c.model}@{c.sut} alone", s.metric_values(), s)
              for c, s in zip(alone, member_sets, strict=True)]
     combined = Side(COMBINED, combined_values(member_sets)) if member_sets else None
     if combined is not None:
         sides.append(combined)
-    latency = any(sets[id(c)].latency for c in configs)
+    latency = any(found.latency for found in sets.values())
     for config in together:
-        found = sets[id(config)]
+        found = sets[(config.sut, config.model)]
         side = Side(f"ensemble, {config.ensemble_mode}", found.metric_values(), found)
         if combined is not None and side.values and combined.values:
             side.versus_combined = speedup(combined.values, side.values,

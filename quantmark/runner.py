@@ -115,7 +115,6 @@ def prepare(config: RunConfig, on_fatal: Callable[[str], None] | None = None) ->
         spec, info, dataset = ensemble.spec, ensemble.info, ensemble.dataset
         calibration, backend, qsl = ensemble.calibration, ensemble.backend, ensemble.qsl
         times = ensemble.times
-        backend.load()
     else:
         spec, info, dataset, calibration, backend, times = build_sut(config)
         qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),

@@ -173,7 +173,9 @@ def validate(config: RunConfig) -> None:
     if config.model_path and not config.ensemble:
         check_model_path(config.model_path, config.model, config.sut)
     validate_inputs(config.dataset_path, config.calibration_list, config.user_conf)
-    for model in ({m.split("@")[0] for m in config.ensemble.split(",")} if config.ensemble
+    from quantmark.sut.ensemble.members import parse_members
+
+    for model in ({m.model for m in parse_members(config.ensemble)} if config.ensemble
                   else {config.model}):
         check_batch_fits(config.batch_size, model, config.dataset_path)
     check_output_writable(config.output)

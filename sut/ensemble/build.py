@@ -105,7 +105,8 @@ def _load_member(config: RunConfig, member: Member, info: SutInfo, threads: int,
 
 
 def build_ensemble(config: RunConfig) -> BuiltEnsemble:
-    """Load every member and the ensemble's inputs (one per distinct preprocessing)."""
+    """Load every member, the ensemble's inputs (one per distinct preprocessing) and the
+    ensemble backend itself."""
     from quantmark.qsl import open_dataset
     from quantmark.sut.registry import require_available
 
@@ -128,6 +129,7 @@ def build_ensemble(config: RunConfig) -> BuiltEnsemble:
     times["inputs_s"] = time.perf_counter() - started
     backend = EnsembleBackend(runs, config.ensemble_mode, config.ensemble_combine, timeout,
                               record_outputs=config.mode == "accuracy")
+    backend.load()  # loaded, as a single SUT's backend is when the runner gets it
     name = ensemble_name(members)
     model = EnsembleModel(name, members, min(s.performance_sample_count for s in specs))
     return BuiltEnsemble(model, ensemble_info(config, infos), dataset, calibrations[0],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from quantmark.sut.interface import SutOptions
 from quantmark.sut.onnxruntime import gpu as ortg
 from quantmark.sut.onnxruntime import providers as ortp
 from tests.digits_model import DIGITS_SPEC, top1
+from tests.sut.side_by_side import predict_side_by_side
 
 
 def _event(op: str, provider: str | None, types_: tuple[str, ...] = ("float",),
@@ -289,18 +289,7 @@ def test_two_ort_cuda_sessions_answer_alike_from_two_threads_at_once(digits_weig
         backend.load()
     data = digits_data.eval_x[:64]
     expected = [backend.predict(data) for backend in backends]
-    results: dict[int, list] = {}
-    barrier = threading.Barrier(2)
-
-    def member(k: int) -> None:
-        barrier.wait()
-        results[k] = [backends[k].predict(data) for _ in range(10)]
-
-    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = predict_side_by_side(backends, data)
     for k, backend in enumerate(backends):
         for got in results[k]:
             np.testing.assert_allclose(got, expected[k], rtol=1e-3, atol=1e-3)

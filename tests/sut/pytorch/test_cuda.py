@@ -20,6 +20,7 @@ from quantmark.sut.interface import SutOptions
 from quantmark.sut.registry import SUTS as REGISTRY
 from tests.conftest import run_cli
 from tests.digits_model import DIGITS_SPEC, top1
+from tests.sut.side_by_side import predict_side_by_side
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
@@ -292,18 +293,7 @@ def test_two_torch_cuda_members_run_on_their_own_streams_at_once(digits_weights,
     expected = [backend.predict(data) for backend in backends]
     hook.remove()
     assert seen and all(stream == streams[0] for stream in seen)
-    results: dict[int, list[np.ndarray]] = {}
-    barrier = threading.Barrier(2)
-
-    def member(k: int) -> None:
-        barrier.wait()
-        results[k] = [backends[k].predict(data) for _ in range(10)]
-
-    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = predict_side_by_side(backends, data)
     for k, backend in enumerate(backends):
         for got in results[k]:
             np.testing.assert_allclose(got, expected[k], rtol=1e-4, atol=1e-4)

@@ -32,6 +32,7 @@ from quantmark.sut.tensorrt.calibration import (
     CalibrationCache,
     calibration_cache_path,
 )
+from tests.sut.side_by_side import predict_side_by_side
 
 # --------------------------------------------------------------------------- cache keys
 
@@ -704,18 +705,7 @@ def test_two_engines_answer_alike_from_two_threads_at_once(digits_weights, digit
     assert len(set(handles)) == len(handles) and 0 not in handles
     data = digits_data.eval_x[:64]
     expected = [backend.predict(data) for backend in backends]
-    results: dict[int, list[np.ndarray]] = {}
-    barrier = threading.Barrier(2)
-
-    def member(k: int) -> None:
-        barrier.wait()
-        results[k] = [backends[k].predict(data) for _ in range(10)]
-
-    threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = predict_side_by_side(backends, data)
     for k, backend in enumerate(backends):
         for got in results[k]:
             np.testing.assert_allclose(got, expected[k], rtol=1e-5, atol=1e-5)
