@@ -53,8 +53,12 @@ TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # Photos the built-in default dataset is cut from (scikit-image, scikit-learn and matplotlib each
 # ship a few); matplotlib also draws the reports. Every x86 extra brings them; "pi" does not.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
-# setuptools and wheel: the packaging test builds the wheel without downloading anything
-DEV = ["pytest>=8", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64", "wheel>=0.40"]
+# Fleet sweeps (run.py sweep --cluster, run.py node): Ray's core, which has Linux x86-64 and
+# aarch64 wheels (a Raspberry Pi's 64-bit OS included).
+RAY = ["ray>=2.40"]
+# setuptools and wheel: the packaging test builds the wheel without downloading anything; Ray:
+# the fleet tests start a local cluster
+DEV = ["pytest>=8", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64", "wheel>=0.40"] + RAY
 
 setup(
     name="quantmark",
@@ -95,6 +99,7 @@ setup(
         "torch-cuda": TORCH_CUDA + DATA,
         "torchao": TORCH_CUDA + ["torchao>=0.10"] + DATA,
         "data": DATA,
+        "ray": RAY,
         "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
         "dev": DEV,
     },

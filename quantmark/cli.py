@@ -8,6 +8,7 @@
     python run.py --audit TEST01 --scenario Offline --sut ort-int8   # one compliance test
     python run.py submission --results DIR --submitter NAME --division open --output DIR
     python run.py sweep --models resnet50 --suts ort-fp32,ort-int8 --output DIR   # or FILE
+    python run.py node --head | --address HEAD:6379   # a Ray node; then sweep --cluster auto
     python run.py --list-suts
     python run.py report DIR [DIR ...] [--output DIR]
     python run.py --scenario Offline --sut ort-int8 --repeats 5   # median and 95% interval
@@ -137,6 +138,32 @@ def build_sweep_parser() -> argparse.ArgumentParser:
     parser.add_argument("--user-conf", help="LoadGen user.conf for every cell")
     parser.add_argument("--retry-failed", action="store_true",
                         help="rerun failed and timed-out cells too (finished ones are skipped)")
+    parser.add_argument("--cluster", metavar="auto|HOST:PORT|ray://HOST:PORT",
+                        help="run the cells as Ray tasks on this cluster (start its nodes with "
+                             "run.py node)")
+    parser.add_argument("--place", dest="placement", action="append",
+                        metavar="SUT_PATTERN:REQ,...",
+                        help="where matching SUTs' cells run: arch=, isa=, board=, node= or gpu, "
+                             "e.g. 'tflite-*:arch=aarch64' (repeatable; needs --cluster)")
+    return parser
+
+
+def build_node_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py node",
+                     description="Start this machine as a Ray node for run.py sweep --cluster, "
+                                 "with its architecture, instruction sets and board as "
+                                 "resources that --place rules select.")
+    parser.add_argument("--head", action="store_true", help="start the cluster's head here")
+    parser.add_argument("--address", help="join the cluster whose head is HEAD:PORT")
+    parser.add_argument("--port", type=int, default=6379, help="the head's port (default 6379)")
+    parser.add_argument("--name", help="this node's name in reports and --place node= "
+                                       "(default: the host name)")
+    parser.add_argument("--no-cells", action="store_true",
+                        help="coordinate only: run no cells on this machine")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the ray start command and its resources, start nothing")
+    parser.add_argument("ray_args", nargs="*", metavar="-- RAY_START_ARGS",
+                        help="more ray start flags after --, e.g. -- --num-gpus=1")
     return parser
 
 
@@ -239,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
             commands.submission(build_submission_parser().parse_args(argv[1:]))
         elif argv[:1] == ["sweep"]:
             return commands.sweep(build_sweep_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["node"]:
+            from quantmark.fleet.node import start
+
+            return start(build_node_parser().parse_args(argv[1:]))
         elif argv[:1] == ["export"]:
             commands.export(build_export_parser().parse_args(argv[1:]))
         elif argv[:1] == ["train-bench"]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.lifetime import PARENT_ENV
 from quantmark.interference import Monitor, attach
 
 
@@ -40,7 +41,8 @@ def child_env() -> dict[str, str]:
     """The child's environment: the parent's, output unbuffered. quantmark's parts are all
     ``quantmark.<part>``, so the child's working directory (``-m`` puts it first on sys.path)
     cannot shadow them with a folder of its own."""
-    return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
+    return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1"),
+            PARENT_ENV: str(os.getpid())}  # the child dies with us (ground.lifetime)
 
 
 def absolute_paths(config: RunConfig) -> RunConfig:

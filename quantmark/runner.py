@@ -23,6 +23,7 @@ from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError, environment_fault
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.layout import run_dir, system_id
+from quantmark.ground.lifetime import die_with_parent
 from quantmark.models.zoo import MODEL_NAMES, get_model
 from quantmark.qsl import open_dataset
 from quantmark.qsl.calibration import CalibrationProvider
@@ -248,6 +249,7 @@ def _write_status(path: Path, status: str, run_dir_: str | None, results: dict[s
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     logs.setup()
     config_path, status_path = Path(argv[0]), Path(argv[1])
     config = RunConfig.load(config_path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +29,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.locks import FileLock, LockHeld
-from quantmark.launcher import launch
+from quantmark.sweep_cell import run_cell
 from quantmark.sweep_plan import Cell, SweepSpec, cells
-from quantmark.trackers import Tracker
 
 MANIFEST = "sweep.json"
 LOCK = ".sweep.lock"
@@ -43,7 +41,6 @@ SCHEMA = 1
 # Outcomes that count as finished: a rerun skips them. "unavailable" is checked again (the
 # framework may have been installed since); "interrupted" cells rerun.
 FINISHED = ("ok", "failed", "timeout", "crashed", "user_error")
-LOG_TAIL_CHARS = 400
 
 
 @dataclass
@@ -51,14 +48,6 @@ class SweepOutcome:
     root: Path
     counts: dict[str, int]
     ran: int
-
-
-def cell_dir(root: Path, cell: Cell) -> Path:
-    return root / "runs" / cell.id
-
-
-def cell_log(root: Path, cell: Cell) -> Path:
-    return root / "logs" / f"{cell.id}.log"
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
@@ -93,12 +82,49 @@ def _lock(root: Path) -> Iterator[FileLock]:
 
 def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
               console: Console | None = None) -> SweepOutcome:
-    """Run every unfinished cell of ``spec``; return how the cells ended."""
-    from quantmark.sut.registry import SUTS, availability
-
+    """Run every unfinished cell of ``spec`` (here, or on the Ray cluster ``spec.cluster``
+    names); return how the cells ended."""
     console = console or Console()
     root = Path(spec.output)
     root.mkdir(parents=True, exist_ok=True)
+    manifest = _open_manifest(root, spec)
+    plan = cells(spec)
+    entries: dict[str, Any] = manifest["cells"]
+    done = ("ok",) if retry_failed else FINISHED
+    todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
+    if len(plan) > len(todo):
+        console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
+                      "cells already finished")
+    with _lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
+
+        def record(cell: Cell, entry: dict[str, Any], final: bool = True) -> None:
+            """Keep a cell's outcome (atomically, at once); ``final=False`` for an attempt
+            that will run again (a node lost mid-cell)."""
+            entries[cell.id] = {**entry, "finished_at": time.time()}
+            atomic_write_json(root / MANIFEST, manifest)
+            if final:
+                advance(cell.id, _line(cell.id, entry))
+            else:
+                console.print(_line(cell.id, entry) + " (running it again)")
+
+        try:
+            if spec.cluster:
+                from quantmark.fleet.dispatch import dispatch
+
+                ran = dispatch(spec, root, todo, entries, record, console)
+            else:
+                ran = _run_here(root, spec, todo, record, advance)
+        except KeyboardInterrupt:
+            console.print(f"interrupted: finished cells are kept in "
+                          f"{escape(str(root / MANIFEST))}; run the same command to resume")
+            raise
+    counts = Counter(entries[cell.id]["status"] for cell in plan)
+    return SweepOutcome(root, dict(counts), ran)
+
+
+def _open_manifest(root: Path, spec: SweepSpec) -> dict[str, Any]:
+    """The folder's manifest (a new one for a new sweep); a sweep measured with other settings
+    is a one-line error rather than a mix of two measurements."""
     manifest = read_manifest(root) or {"schema": SCHEMA, "settings": spec.measuring_settings(),
                                        "cells": {}}
     if manifest["settings"] != spec.measuring_settings():
@@ -106,29 +132,25 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
                          if manifest["settings"].get(k) != v)
         raise UserError(f"{root} holds a sweep measured with other settings "
                         f"({', '.join(changed)}); keep them to resume, or use a new --output")
-    plan = cells(spec)
     manifest["spec"] = dict(vars(spec))
-    entries: dict[str, Any] = manifest["cells"]
-    done = ("ok",) if retry_failed else FINISHED
-    todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
+    return manifest
+
+
+def _run_here(root: Path, spec: SweepSpec, todo: list[Cell], record: Callable[..., None],
+              advance: Callable[[str, str | None], None]) -> int:
+    """The cells one after another on this machine; a SUT this machine lacks is explained."""
+    from quantmark.sut.registry import SUTS, availability
+
     ran = 0
-    if len(plan) > len(todo):
-        console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
-                      "cells already finished")
-    with _lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
-        for cell in todo:
-            ok, reason = availability(SUTS[cell.sut])
-            if not ok:
-                entry = {**cell.to_dict(), "status": "unavailable", "message": reason}
-            else:
-                advance(cell.id, None)
-                entry = _run_cell(root, spec, cell, console)
-                ran += 1
-            entries[cell.id] = {**entry, "finished_at": time.time()}
-            atomic_write_json(root / MANIFEST, manifest)
-            advance(cell.id, _line(cell.id, entry))
-    counts = Counter(entries[cell.id]["status"] for cell in plan)
-    return SweepOutcome(root, dict(counts), ran)
+    for cell in todo:
+        ok, reason = availability(SUTS[cell.sut])
+        if not ok:
+            record(cell, {**cell.to_dict(), "status": "unavailable", "message": reason})
+            continue
+        advance(cell.id, None)
+        record(cell, run_cell(root, spec, cell))
+        ran += 1
+    return ran
 
 
 @contextmanager
@@ -165,58 +187,12 @@ def _progress(console: Console, total: int, completed: int) -> Iterator[Any]:
     yield advance_plain
 
 
-def _run_cell(root: Path, spec: SweepSpec, cell: Cell, console: Console) -> dict[str, Any]:
-    config = RunConfig(
-        scenario=cell.scenario, sut=cell.sut, model=cell.model, mode=cell.mode,
-        quick=not spec.official, dataset_path=spec.dataset_path,
-        calibration_list=spec.calibration_list, user_conf=spec.user_conf,
-        output=str(cell_dir(root, cell)), batch_size=cell.batch_size, threads=spec.threads,
-        quick_duration_ms=int(spec.seconds * 1000), ensemble=cell.ensemble,
-        ensemble_mode=cell.ensemble_mode)
-    log = cell_log(root, cell)
-    started = time.time()
-    try:
-        with Tracker() as tracker:
-            result = launch(config, timeout_s=spec.timeout, log_path=log)
-    except KeyboardInterrupt:
-        console.print(f"interrupted during {escape(cell.id)}: finished cells are kept in "
-                      f"{escape(str(root / MANIFEST))}; run the same command to resume")
-        raise
-    entry: dict[str, Any] = {**cell.to_dict(), "status": result.status,
-                             "message": "",
-                             "wall_s": round(time.time() - started, 2),
-                             "peak_rss_mb": (round(result.peak_rss_mb, 1)
-                                             if result.peak_rss_mb else None),
-                             "log": str(log.relative_to(root))}
-    if result.status == "ok" and result.run_dir:
-        times = result.results.get("times", {})
-        summary = result.results.get("summary", {})
-        entry["run_dir"] = str(Path(result.run_dir).resolve().relative_to(root.resolve()))
-        entry["trackers"] = tracker.report(times.get("loadgen_started_at"),
-                                           times.get("loadgen_ended_at"),
-                                           summary.get("samples_per_second"))
-        interference = result.results.get("interference") or {}
-        entry["disturbed"] = interference.get("disturbed")
-        entry["disturbed_why"] = interference.get("why") or []
-    else:
-        entry["message"] = result.message or _log_tail(log)
-    return entry
-
-
-def _log_tail(log: Path) -> str:
-    """The last line of a failed cell's output that says something, for the explained row."""
-    try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
-                 if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1][-LOG_TAIL_CHARS:] if lines else ""
-
-
 def _line(cell_id: str, entry: dict[str, Any]) -> str:
+    where = f" on {escape(entry['node'])}" if entry.get("node") else ""
     if entry["status"] == "ok":
-        line = f"[green]ok[/] {escape(cell_id)} ({entry.get('wall_s', 0):.0f} s)"
+        line = f"[green]ok[/] {escape(cell_id)}{where} ({entry.get('wall_s', 0):.0f} s)"
         if entry.get("disturbed"):
             line += (f" [bold red]DISTURBED[/] ({escape('; '.join(entry['disturbed_why']))})")
         return line
-    return f"[red]{entry['status']}[/] {escape(cell_id)}: {escape(entry.get('message', ''))}"
+    return (f"[red]{entry['status']}[/] {escape(cell_id)}{where}: "
+            f"{escape(entry.get('message', ''))}")

@@ -69,6 +69,8 @@ class SweepSpec:
     dataset_path: str | None = None
     calibration_list: str | None = None
     user_conf: str | None = None
+    cluster: str = ""  # "" runs here; "auto", "HOST:PORT" or "ray://HOST:PORT" on Ray
+    placement: list[str] = field(default_factory=list)  # "SUT_PATTERN:REQ,REQ" rules
 
     def measuring_settings(self) -> dict[str, Any]:
         """What must match for cells of two runs of the sweep to be compared (resume)."""
@@ -159,6 +161,9 @@ KEY_TYPES: dict[str, str] = {
     "threads": "a whole number", "seconds": "a number", "timeout": "a number",
     "official": "true or false", "accuracy": "true or false", "output": "a string",
     "dataset_path": "a string", "calibration_list": "a string", "user_conf": "a string",
+    "cluster": "a string",
+    # one rule is "SUT_PATTERN:REQ,REQ": its commas do not split it into a list
+    "placement": "a string (one rule) or a list of strings",
 }
 
 
@@ -169,7 +174,7 @@ def _is_whole(value: Any) -> bool:
 def _type_fits(key: str, value: Any) -> bool:
     """Does ``value``, as TOML or YAML read it, have the type ``key`` needs?"""
     expected = KEY_TYPES[key]
-    if expected == _TEXT_LIST or key == "ensembles":
+    if expected == _TEXT_LIST or key in ("ensembles", "placement"):
         return isinstance(value, str) or (
             isinstance(value, list) and all(isinstance(v, str) for v in value))
     if key == "batch_sizes":
@@ -339,6 +344,7 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
         dataset_path=settings.get("dataset_path"),
         calibration_list=settings.get("calibration_list"),
         user_conf=settings.get("user_conf"),
+        **_cluster(settings),
     )
     _check_batches_fit(spec)
     return spec
@@ -377,3 +383,21 @@ def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
         if mode not in MODES:
             raise UserError(f"unknown ensemble mode '{mode}'; valid: {', '.join(MODES)}")
     return ensembles, list(dict.fromkeys(modes))
+
+
+def _cluster(settings: dict[str, Any]) -> dict[str, Any]:
+    """The Ray cluster to run on and the placement rules (checked; rules need a cluster)."""
+    from quantmark.placement import parse_rule
+
+    cluster = str(settings.get("cluster") or "").strip()
+    raw = settings.get("placement") or []
+    rules = [raw] if isinstance(raw, str) else [str(rule) for rule in raw]
+    for rule in rules:
+        parse_rule(rule)
+    if rules and not cluster:
+        raise UserError("--place decides where cells run on a Ray cluster: add --cluster auto "
+                        "(or --cluster HOST:PORT), or drop --place")
+    if cluster and cluster != "auto" and not re.fullmatch(r"(ray://)?[^\s:/]+:\d+", cluster):
+        raise UserError(f"--cluster {cluster}: use auto (the cluster this machine joined), "
+                        "HOST:PORT (its head) or ray://HOST:PORT (Ray Client)")
+    return {"cluster": cluster, "placement": list(dict.fromkeys(rules))}

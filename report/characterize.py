@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.fingerprint import system_name
 from quantmark.ground.hashing import hash_json
 from quantmark.report import intervals
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
@@ -200,7 +201,7 @@ def load(folders: list[str | Path]) -> Study:
                 summary = summarize_file(detail)
             except LogError:
                 continue
-            system = str(results.get("machine", {}).get("hostname", "unknown"))
+            system = system_name(results.get("machine", {}))
             host = host or system
             machine = {k: v for k, v in results.get("machine", {}).items() if k != "thermal"}
             machines.setdefault(system, {**machine, "software": results.get("software", {})})
@@ -219,20 +220,20 @@ def load(folders: list[str | Path]) -> Study:
                 runs.append(Run(folder, summary, results, tracked.get(str(relative), {})))
         for entry in manifest.get("cells", {}).values():
             if entry.get("status") != "ok":
-                explained.append(Explained(host or "this machine", entry["model"], entry["sut"],
-                                           entry["scenario"], entry["batch_size"],
-                                           entry["mode"], entry["status"],
-                                           entry.get("message", "")))
+                explained.append(Explained(
+                    entry.get("node") or host or "this machine", entry["model"], entry["sut"],
+                    entry["scenario"], entry["batch_size"], entry["mode"], entry["status"],
+                    entry.get("message", "")))
     grouped: dict[tuple, list[Run]] = {}
     for run in _newest_sets(runs):
         config = run.results["config"]
-        key = (str(run.results.get("machine", {}).get("hostname", "unknown")), config["model"],
+        key = (system_name(run.results.get("machine", {})), config["model"],
                config["sut"], run.summary.scenario, int(config["batch_size"]))
         grouped.setdefault(key, []).append(run)
     configs = [Config(*key, runs=group) for key, group in grouped.items()]
     training = load_training(roots)
     for record in training:  # the machine of a train-bench-only folder; its framework too
-        entry = machines.setdefault(str(record.get("machine", {}).get("hostname", "unknown")),
+        entry = machines.setdefault(system_name(record.get("machine", {})),
                                     {**record.get("machine", {}), "software": {}})
         entry["software"] = {**record.get("software", {}), **entry.get("software", {})}
     study = Study(configs, explained, accuracy, machines, roots, training)

@@ -275,7 +275,9 @@ def _machine_rows(study: Study) -> list[list[str]]:
     for host, m in study.machines.items():
         software = ", ".join(f"{k} {v}" for k, v in (m.get("software") or {}).items() if v)
         rows.append(ordered(MACHINE_HEADER, {
-            "system": host, "CPU": str(m.get("cpu_model", "")), "arch": str(m.get("arch", "")),
+            # a fleet node's name, with the host it ran on
+            "system": f"{host} ({m['hostname']})" if m.get("node") else host,
+            "CPU": str(m.get("cpu_model", "")), "arch": str(m.get("arch", "")),
             "usable CPUs": str(m.get("usable_cpus", "")),
             "ISA features": " ".join(m.get("cpu_flags") or []), "software": software}))
     return rows

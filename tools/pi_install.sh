@@ -3,6 +3,7 @@
 # environment: LoadGen, numpy, pillow and ai-edge-litert, and no TensorFlow, torch or OpenVINO.
 #
 #   tools/pi_install.sh [VENV]        (default: .venv in the project folder)
+#   EXTRAS=pi,ray tools/pi_install.sh  (a fleet node: Ray too, for run.py node)
 #
 # mlcommons-loadgen publishes no aarch64 wheel, so pip builds it from its source with a C++
 # compiler and the Python headers (about 2 minutes on a Pi 5). They are checked first, so a
@@ -43,7 +44,10 @@ if ! "$VENV/bin/pip" download -q --only-binary=:all: --no-deps "$LOADGEN" -d "$p
          "(a few minutes; pip keeps the wheel for next time)" >&2
 fi
 
-"$VENV/bin/pip" install -q -e ".[pi]"
-"$VENV/bin/python" -c 'import mlperf_loadgen, ai_edge_litert.interpreter, numpy, PIL' ||
+EXTRAS=${EXTRAS:-pi}
+"$VENV/bin/pip" install -q -e ".[$EXTRAS]"
+imports="mlperf_loadgen, ai_edge_litert.interpreter, numpy, PIL"
+case ",$EXTRAS," in *,ray,*) imports="$imports, ray" ;; esac
+"$VENV/bin/python" -c "import $imports" ||
     die "the install finished but its packages do not import; see pip's output above"
 echo "quantmark installed in $VENV ($(uname -m)): $VENV/bin/python run.py --list-suts"

@@ -71,7 +71,7 @@ def gpu_present() -> bool:
 
 
 def machine() -> dict[str, Any]:
-    return {
+    facts = {
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_flags": cpu_flags(),
@@ -83,6 +83,15 @@ def machine() -> dict[str, Any]:
         "board": board_facts(),
         "gpu": gpu_facts(),
     }
+    node = os.environ.get("QUANTMARK_NODE")
+    if node:  # measured on a fleet node (quantmark.fleet): reports tell machines by it
+        facts["node"] = node
+    return facts
+
+
+def system_name(machine: dict[str, Any]) -> str:
+    """Which machine a record is from: its fleet node name, else its host name."""
+    return str(machine.get("node") or machine.get("hostname") or "unknown")
 
 
 def gpu_facts() -> dict[str, Any] | None:

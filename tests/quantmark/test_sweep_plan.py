@@ -214,3 +214,34 @@ def test_a_sweep_file_lists_ensembles(tmp_path) -> None:
     spec = build_spec(load_sweep_file(str(file)))
     assert spec.ensemble_modes == ["concurrent"] and spec.models == [] and spec.suts == []
     assert [c.sut for c in cells(spec) if c.ensemble] == ["ensemble-concurrent"] * 2
+
+
+def test_cluster_and_placement_settings() -> None:
+    spec = build_spec({"models": "resnet50", "suts": "ort-fp32", "cluster": "auto",
+                       "placement": "tflite-*:arch=aarch64,isa=dotprod"})
+    assert spec.cluster == "auto" and spec.placement == ["tflite-*:arch=aarch64,isa=dotprod"]
+    spec = build_spec({"models": "resnet50", "suts": "ort-fp32",
+                       "cluster": "ray://head.lab:10001",
+                       "placement": ["ort-*:node=box", "ort-*:node=box"]})
+    assert spec.placement == ["ort-*:node=box"]
+    assert build_spec({"models": "resnet50", "suts": "ort-fp32"}).cluster == ""
+
+
+@pytest.mark.parametrize("settings, named", [
+    ({"placement": "ort-*:node=box"}, "add --cluster auto"),
+    ({"cluster": "auto", "placement": "ort-*:cpu=fast"}, "unknown requirement 'cpu=fast'"),
+    ({"cluster": "head.lab"}, "--cluster head.lab: use auto"),
+    ({"cluster": "http://head.lab:8265"}, "use auto"),
+])
+def test_bad_cluster_settings_are_one_line(settings: dict, named: str) -> None:
+    with pytest.raises(UserError) as error:
+        build_spec({"models": "resnet50", "suts": "ort-fp32", **settings})
+    assert named in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_sweep_file_names_its_cluster_and_rules(tmp_path) -> None:
+    file = tmp_path / "fleet.toml"
+    file.write_text('models = "resnet50"\nsuts = "ort-fp32"\ncluster = "auto"\n'
+                    'placement = ["ort-*:arch=x86_64", "tflite-*:board=raspberry-pi-5"]\n')
+    spec = build_spec(load_sweep_file(str(file)))
+    assert spec.placement == ["ort-*:arch=x86_64", "tflite-*:board=raspberry-pi-5"]
