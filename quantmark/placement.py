@@ -1,10 +1,11 @@
 """Where a fleet sweep's cells may run: the facts a node advertises and what a cell requires.
 
 A node advertises its machine fingerprint as Ray custom resources (``quantmark_arch:aarch64``,
-``quantmark_isa:amx``, ``quantmark_board:raspberry-pi-5``, ``quantmark_node:<name>``) plus one
-``quantmark_slot``: every cell takes the slot, so two cells never run at once on one node. A
-cell requires what the user's ``--place PATTERN:REQ,...`` rules say for its SUT, and a GPU SUT
-Ray's own ``GPU``. Plain data and string work only: Ray is imported by ``quantmark.fleet``.
+``quantmark_isa:amx``, ``quantmark_board:raspberry-pi-5``, ``quantmark_node:<name>``), each SUT
+it can run (``quantmark_sut:ort-int8``) and one ``quantmark_slot``: every cell takes the slot,
+so two cells never run at once on one node. A cell requires its SUT, what the user's
+``--place PATTERN:REQ,...`` rules say for it, and for a GPU SUT Ray's own ``GPU``. Plain data
+and string work only: Ray is imported by ``quantmark.fleet``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ def resource(kind: str, value: str) -> str:
     return f"{PREFIX}{kind}:{slug(value)}"
 
 
-def node_resources(name: str, machine: dict[str, Any]) -> dict[str, float]:
-    """The custom resources a node with this fingerprint (``fingerprint.machine()``) advertises:
-    its name, architecture, instruction sets (each flag, and the aliases), board and the slot."""
+def node_resources(name: str, machine: dict[str, Any], suts: list[str] | tuple[str, ...] = ()
+                   ) -> dict[str, float]:
+    """The custom resources a node with this fingerprint (``fingerprint.machine()``) that can
+    run ``suts`` advertises: its name, architecture, instruction sets (each flag, and the
+    aliases), board, SUTs and the slot."""
     if not slug(name):
         raise UserError(f"node name {name!r} has no letters or digits; pass --name NAME")
     facts = {resource("node", name), resource("arch", str(machine.get("arch") or "unknown"))}
@@ -50,6 +53,7 @@ def node_resources(name: str, machine: dict[str, Any]) -> dict[str, float]:
         facts |= {resource("board", "-".join(words[:n])) for n in BOARD_PREFIX_WORDS
                   if len(words) > n}
         facts.add(resource("board", board))
+    facts |= {resource("sut", sut) for sut in suts}
     return {SLOT: 1.0, **{fact: 1.0 for fact in sorted(facts)}}
 
 
@@ -86,10 +90,14 @@ def parse_rule(text: str) -> Rule:
     return Rule(pattern.strip(), needs)
 
 
-def requirements(sut: str, device: str, rules: list[Rule]) -> dict[str, float]:
-    """The Ray resources one cell of ``sut`` requests: the slot, Ray's GPU for a GPU SUT (or a
-    rule's ``gpu``), and every requirement of every rule that matches the SUT."""
+def requirements(sut: str, device: str, rules: list[Rule], runs_sut: bool = True
+                 ) -> dict[str, float]:
+    """The Ray resources one cell of ``sut`` requests: the slot, a node that can run the SUT
+    (unless ``runs_sut`` is False: an ensemble needs its members' instead), Ray's GPU for a
+    GPU SUT (or a rule's ``gpu``), and every requirement of every rule that matches it."""
     needs: dict[str, float] = {SLOT: 1.0}
+    if runs_sut:
+        needs[resource("sut", sut)] = 1.0
     if device == "gpu":
         needs["GPU"] = 1.0
     for rule in rules:

@@ -27,7 +27,7 @@ class Groups:
 
         if not cell.ensemble:
             return requirements(cell.sut, SUTS[cell.sut].device, self.rules)
-        needs = requirements(cell.sut, "cpu", self.rules)
+        needs = requirements(cell.sut, "cpu", self.rules, runs_sut=False)
         for member in parse_members(cell.ensemble):
             needs |= requirements(member.sut, SUTS[member.sut].device, self.rules)
         return needs
@@ -47,7 +47,8 @@ class Groups:
     def _own(self, model: str, framework: str, sut: str) -> Any:
         from quantmark.sut.registry import SUTS
 
-        needs = requirements(sut, SUTS[sut].device, self.rules)
+        # the rules' requirements, not the SUT itself: a framework's precisions share a node
+        needs = requirements(sut, SUTS[sut].device, self.rules, runs_sut=False)
         return (model, framework, tuple(sorted(needs)))
 
     def _find(self, key: Any) -> Any:

@@ -1,7 +1,8 @@
 """``run.py node``: start this machine as a Ray node that advertises its quantmark facts.
 
 One command per machine. It reads the machine fingerprint (architecture, instruction sets,
-board) and starts ``ray start`` with them as custom resources, plus the one timing slot::
+board) and the SUTs that can run here, and starts ``ray start`` with them as custom resources,
+plus the one timing slot::
 
     python run.py node --head                       # the head (and a node that runs cells)
     python run.py node --address HEAD:6379          # every other machine: x86, GPU box, Pi
@@ -28,8 +29,11 @@ log = logging.getLogger(__name__)
 
 def ray_command(args: Any, facts: dict[str, Any] | None = None) -> list[str]:
     """The ``ray start`` command line for this machine (``args``: the node flags)."""
+    from quantmark.sut.registry import SUTS, availability
+
     facts = facts or machine()
-    resources = node_resources(args.name or socket.gethostname(), facts)
+    suts = [name for name, info in SUTS.items() if availability(info)[0]]
+    resources = node_resources(args.name or socket.gethostname(), facts, suts)
     if args.no_cells:  # a head that only coordinates: no cell is ever placed on it
         del resources[SLOT]
     command = [_ray_cli(), "start", f"--resources={json.dumps(resources)}"]

@@ -40,14 +40,16 @@ def test_rules_add_requirements_to_the_suts_they_match():
     rules = [parse_rule("tflite-*:arch=aarch64"), parse_rule("*:isa=dotprod"),
              parse_rule("ort-int8:node=Pi 5 (lab),gpu")]
     tflite = requirements("tflite-int8", "cpu", rules)
-    assert tflite == {SLOT: 1.0, "quantmark_arch:aarch64": 1.0, "quantmark_isa:dotprod": 1.0}
-    assert fits(tflite, node_resources("pi", PI5))
-    assert not fits(tflite, node_resources("box", XEON))
+    assert tflite == {SLOT: 1.0, "quantmark_arch:aarch64": 1.0, "quantmark_isa:dotprod": 1.0,
+                      "quantmark_sut:tflite-int8": 1.0}
+    assert fits(tflite, node_resources("pi", PI5, ["tflite-fp32", "tflite-int8"]))
+    assert not fits(tflite, node_resources("pi", PI5, ["tflite-fp32"]))  # not installed there
+    assert not fits(tflite, node_resources("box", XEON, ["tflite-int8"]))
     assert requirements("trt-int8", "gpu", [])["GPU"] == 1.0  # a GPU SUT needs Ray's GPU
     ort = requirements("ort-int8", "cpu", rules)
     assert ort["GPU"] == 1.0 and "quantmark_node:pi-5-lab" in ort
-    assert describe(ort) == "gpu, isa=dotprod, node=pi-5-lab"
-    assert describe(requirements("ort-fp32", "cpu", [])) == "any quantmark node"
+    assert describe(ort) == "gpu, isa=dotprod, node=pi-5-lab, sut=ort-int8"
+    assert describe(requirements("ort-fp32", "cpu", [], runs_sut=False)) == "any quantmark node"
 
 
 @pytest.mark.parametrize("text", ["tflite-int8", ":arch=aarch64", "*:", "*:cpu=fast",

@@ -13,6 +13,7 @@ import pytest
 from quantmark.ground.fingerprint import machine
 from quantmark.placement import node_resources
 
+TRIVIAL_SUTS = ("trivial-fp32", "trivial-faulty")
 # GCS notices a lost node within about a second instead of Ray's default 15 s or more
 FAST_HEALTH_CHECKS = {"health_check_period_ms": 300, "health_check_failure_threshold": 3,
                       "health_check_initial_delay_ms": 0}
@@ -32,9 +33,16 @@ class LocalFleet:
     def address(self) -> str:
         return self.cluster.address
 
-    def add(self, name: str, **facts: Any) -> dict[str, float]:
-        """A node advertising this machine's facts, with ``facts`` changed (a fake board)."""
-        resources = node_resources(name, {**machine(), **facts})
+    def add(self, name: str, suts: list[str] | None = None, **facts: Any) -> dict[str, float]:
+        """A node advertising this machine's facts, with ``facts`` changed (a fake board), and
+        ``suts`` (default: every SUT that can run here, and the trivial plugin's, which the
+        nodes' workers have on their PYTHONPATH but this process does not)."""
+        from quantmark.sut.registry import SUTS, availability
+
+        if suts is None:
+            suts = [name for name, info in SUTS.items() if availability(info)[0]]
+            suts += list(TRIVIAL_SUTS)
+        resources = node_resources(name, {**machine(), **facts}, suts)
         self.nodes[name] = self.cluster.add_node(num_cpus=1, resources=resources)
         return resources
 

@@ -119,17 +119,17 @@ def test_a_node_lost_mid_cell_reruns_the_cell_elsewhere(local_fleet, fleet_env, 
 
 def test_a_cell_no_node_fits_is_explained_and_the_sweep_resumes(local_fleet, fleet_env,
                                                                  tmp_path):
-    local_fleet.add("alpha")
+    local_fleet.add("alpha", suts=["trivial-fp32"])  # trivial-faulty is not installed there
     out = tmp_path / "sweep"
     args = ("--models", "mobilenetv2", "--suts", "trivial-fp32,trivial-faulty",
-            "--scenarios", "Offline", "--place", "trivial-faulty:gpu")
+            "--scenarios", "Offline")
     proc = _sweep(local_fleet.address, out, fleet_env, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     cells = json.loads((out / "sweep.json").read_text())["cells"]
     faulty = cells["mobilenetv2/trivial-faulty/Offline-b8-r1"]
     assert faulty["status"] == "unavailable"
-    assert faulty["message"] == ("no node of the cluster has gpu (nodes: alpha); start one "
-                                 "with python run.py node")
+    assert faulty["message"] == ("no node of the cluster has sut=trivial-faulty (nodes: "
+                                 "alpha); start one with python run.py node")
     assert cells["mobilenetv2/trivial-fp32/Offline-b8-r1"]["status"] == "ok"
     again = _sweep(local_fleet.address, out, fleet_env, *args)  # resume: nothing finished reruns
     assert again.returncode == 0 and "1 of 2 cells already finished" in again.stdout

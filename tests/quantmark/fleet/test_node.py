@@ -24,6 +24,7 @@ def test_a_head_advertises_this_machine_and_one_slot():
     assert resources["quantmark_slot"] == 1.0
     assert resources["quantmark_node:lab-box"] == 1.0
     assert resources[f"quantmark_arch:{platform.machine().lower()}"] == 1.0
+    assert resources["quantmark_sut:ort-int8"] == 1.0  # the SUTs that can run here
 
 
 def test_a_worker_joins_and_a_coordinating_head_takes_no_cells():
