@@ -59,9 +59,9 @@ def _sweep(output: Path, cells: int, cluster: str | None) -> dict[str, Any]:
     for entry in entries:
         results = json.loads((output / entry["run_dir"] / "results.json").read_text())
         shares.append((results.get("interference") or {}).get("other_cpu_share"))
-    return {"gap_s": statistics.mean(gaps),
-            "overhead_s": statistics.mean(g - e["wall_s"] for g, e in zip(gaps, entries[1:],
-                                                                       strict=True)),
+    overheads = [g - e["wall_s"] for g, e in zip(gaps, entries[1:], strict=True)]
+    return {"gap_s": statistics.mean(gaps) if gaps else None,
+            "overhead_s": statistics.mean(overheads) if overheads else None,
             "first_cell_s": entries[0]["finished_at"] - started,
             "other_cpu_share": statistics.mean(s for s in shares if s is not None),
             "disturbed": sum(bool(e.get("disturbed")) for e in entries), "cells": len(entries)}
@@ -139,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="timed cell alone / beside an accuracy run pairs (0: skip)")
     parser.add_argument("--output", required=True, help="JSON file for the figures")
     args = parser.parse_args(argv)
+    found: dict[str, Any] = {"command": " ".join(sys.argv)}
     with tempfile.TemporaryDirectory(prefix="quantmark-fleet-bench-") as tmp:
-        found: dict[str, Any] = {"command": " ".join(sys.argv),
-                                 "dispatch": dispatch_rounds(args.rounds, args.cells, Path(tmp))}
+        if args.rounds:
+            found["dispatch"] = dispatch_rounds(args.rounds, args.cells, Path(tmp))
+            atomic_write_json(Path(args.output), found)  # kept if the next part fails
         if args.sharing_rounds:
             found["sharing"] = sharing_rounds(args.sharing_rounds, Path(tmp))
     atomic_write_json(Path(args.output), found)

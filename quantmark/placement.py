@@ -1,7 +1,8 @@
 """Where a fleet sweep's cells may run: the facts a node advertises and what a cell requires.
 
 A node advertises its machine fingerprint as Ray custom resources (``quantmark_arch:aarch64``,
-``quantmark_isa:amx``, ``quantmark_board:raspberry-pi-5``, ``quantmark_node:<name>``), each SUT
+``quantmark_isa:amx``, ``quantmark_core:cortex-a76``, ``quantmark_board:raspberry-pi-5``,
+``quantmark_node:<name>``), each SUT
 it can run (``quantmark_sut:ort-int8``) and one ``quantmark_slot``: every cell takes the slot,
 so two cells never run at once on one node. A cell requires its SUT, what the user's
 ``--place PATTERN:REQ,...`` rules say for it, and for a GPU SUT Ray's own ``GPU``. Plain data
@@ -19,7 +20,7 @@ from quantmark.ground.errors import UserError
 
 PREFIX = "quantmark_"
 SLOT = PREFIX + "slot"
-KINDS = ("arch", "isa", "board", "node")  # "KIND=VALUE" requirements; "gpu" stands alone
+KINDS = ("arch", "isa", "core", "board", "node")  # "KIND=VALUE" requirements; "gpu" stands alone
 # short names for the instruction sets a precision's speed depends on
 ISA_ALIASES = {"amx": ("amx_int8", "amx_bf16"), "avx512": ("avx512f",),
                "vnni": ("avx512_vnni",), "dotprod": ("asimddp",)}
@@ -39,7 +40,7 @@ def node_resources(name: str, machine: dict[str, Any], suts: list[str] | tuple[s
                    ) -> dict[str, float]:
     """The custom resources a node with this fingerprint (``fingerprint.machine()``) that can
     run ``suts`` advertises: its name, architecture, instruction sets (each flag, and the
-    aliases), board, SUTs and the slot."""
+    aliases), ARM core, board, SUTs and the slot."""
     if not slug(name):
         raise UserError(f"node name {name!r} has no letters or digits; pass --name NAME")
     facts = {resource("node", name), resource("arch", str(machine.get("arch") or "unknown"))}
@@ -47,6 +48,9 @@ def node_resources(name: str, machine: dict[str, Any], suts: list[str] | tuple[s
     facts |= {resource("isa", flag) for flag in flags}
     facts |= {resource("isa", alias) for alias, members in ISA_ALIASES.items()
               if flags & set(members)}
+    core = (machine.get("board") or {}).get("cpu_core")  # an ARM core: "Cortex-A76"
+    if core:
+        facts.add(resource("core", core))
     board = (machine.get("board") or {}).get("model")
     if board:
         words = slug(board).split("-")
@@ -76,7 +80,7 @@ class Rule:
 
 
 def parse_rule(text: str) -> Rule:
-    """``tflite-*:arch=aarch64`` or ``*:node=pi5,isa=dotprod``; a bad rule is one line."""
+    """``tflite-*:arch=aarch64`` or ``*:node=pi5,core=cortex-a76``; a bad rule is one line."""
     pattern, sep, needs_text = text.partition(":")
     example = "e.g. --place 'tflite-*:arch=aarch64' or --place '*:node=gpu-box'"
     if not sep or not pattern.strip() or not needs_text.strip():

@@ -18,7 +18,7 @@ from quantmark.placement import (
 XEON = {"arch": "x86_64", "cpu_flags": ["avx2", "avx512f", "avx512_vnni", "amx_int8"],
         "board": {"model": None}}
 PI5 = {"arch": "aarch64", "cpu_flags": ["asimd", "asimddp"],
-       "board": {"model": "Raspberry Pi 5 Model B Rev 1.0"}}
+       "board": {"model": "Raspberry Pi 5 Model B Rev 1.0", "cpu_core": "Cortex-A76"}}
 
 
 def test_a_node_advertises_its_name_arch_instruction_sets_board_and_one_slot():
@@ -29,7 +29,8 @@ def test_a_node_advertises_its_name_arch_instruction_sets_board_and_one_slot():
         assert f"quantmark_{fact}" in xeon
     assert not any(key.startswith("quantmark_board:") for key in xeon)
     pi = node_resources("Pi 5 (lab)", PI5)
-    for fact in ("node:pi-5-lab", "arch:aarch64", "isa:dotprod", "board:raspberry-pi",
+    for fact in ("node:pi-5-lab", "arch:aarch64", "isa:dotprod", "core:cortex-a76",
+                 "board:raspberry-pi",
                  "board:raspberry-pi-5", "board:raspberry-pi-5-model-b-rev-1.0"):
         assert f"quantmark_{fact}" in pi
     assert "quantmark_isa:amx" not in pi
