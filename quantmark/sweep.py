@@ -32,7 +32,7 @@ from rich.progress import (
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.locks import FileLock, LockHeld
-from quantmark.sweep_cell import run_cell
+from quantmark.sweep_cell import cell_availability, run_cell
 from quantmark.sweep_plan import Cell, SweepSpec, cells
 
 MANIFEST = "sweep.json"
@@ -139,11 +139,9 @@ def _open_manifest(root: Path, spec: SweepSpec) -> dict[str, Any]:
 def _run_here(root: Path, spec: SweepSpec, todo: list[Cell], record: Callable[..., None],
               advance: Callable[[str, str | None], None]) -> int:
     """The cells one after another on this machine; a SUT this machine lacks is explained."""
-    from quantmark.sut.registry import SUTS, availability
-
     ran = 0
     for cell in todo:
-        ok, reason = availability(SUTS[cell.sut])
+        ok, reason = cell_availability(cell)
         if not ok:
             record(cell, {**cell.to_dict(), "status": "unavailable", "message": reason})
             continue

@@ -26,6 +26,23 @@ def cell_log(root: Path, cell: Cell) -> Path:
     return root / "logs" / f"{cell.id}.log"
 
 
+def cell_availability(cell: Cell) -> tuple[bool, str]:
+    """(can the cell run here, why not): its SUT's availability, or for an ensemble every
+    member's, each blocker naming its member."""
+    from quantmark.sut.ensemble.members import parse_members
+    from quantmark.sut.registry import SUTS, availability
+
+    if not cell.ensemble:
+        info = SUTS.get(cell.sut)
+        return availability(info) if info else (False, f"no SUT {cell.sut} here")
+    reasons = []
+    for member in parse_members(cell.ensemble):
+        ok, reason = availability(SUTS[member.sut])
+        if not ok:
+            reasons.append(f"{member.model}@{member.sut}: {reason}")
+    return not reasons, "; ".join(reasons)
+
+
 def cell_config(root: Path, spec: SweepSpec, cell: Cell) -> RunConfig:
     return RunConfig(
         scenario=cell.scenario, sut=cell.sut, model=cell.model, mode=cell.mode,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -37,6 +38,13 @@ def run_json(code: str, timeout: float = 120, **kwargs) -> dict:
     proc = run_python(code, timeout=timeout, **kwargs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT, as Ctrl-C at a terminal
+    would: a shell's background job (a CI script started with ``&``) begins with SIGINT
+    ignored, and Python (and its children) would inherit that and never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None,

@@ -95,9 +95,7 @@ class Fleet:
         self.rules = [parse_rule(text) for text in spec.placement]
         self.groups = Groups(self.rules)
         self.home: dict[Any, str] = {}  # group -> the node its cells run on
-        for entry in entries.values():  # a resumed sweep keeps its groups where they were
-            if entry.get("node") and entry.get("status") == "ok":
-                self.home[self.groups.key(_cell(entry))] = entry["node"]
+        self.entries = entries
         self.leading: set[Any] = set()  # groups whose first cell is running, node unknown
         self.flying: dict[Any, Attempt] = {}
         self.names: dict[str, str] = {}  # Ray node id -> quantmark name, dead nodes' too
@@ -111,6 +109,11 @@ class Fleet:
                             "start one on each machine with: python run.py node --address "
                             "HEAD:6379")
         self.console.print("fleet: " + ", ".join(escape(n) for n in sorted(nodes)))
+        done = [_cell(entry) for entry in self.entries.values()]
+        self.groups.learn(done + todo)  # every ensemble joined to its members first
+        for cell, entry in zip(done, self.entries.values(), strict=True):
+            if entry.get("node") and entry.get("status") == "ok":  # resumed: groups stay put
+                self.home[self.groups.key(cell)] = entry["node"]
         queue = deque(Attempt(c, self.groups.needs(c), None, 1) for c in todo)
         try:
             while queue or self.flying:

@@ -32,6 +32,12 @@ class Groups:
             needs |= requirements(member.sut, SUTS[member.sut].device, self.rules)
         return needs
 
+    def learn(self, cells: list[Cell]) -> None:
+        """Join every ensemble in ``cells`` to its members' groups before any is placed, so a
+        member alone that comes first in the plan already follows the ensemble's node."""
+        for cell in cells:
+            self.key(cell)
+
     def key(self, cell: Cell) -> Any:
         """The group's representative key (stable for the life of this object)."""
         from quantmark.sut.ensemble.members import parse_members

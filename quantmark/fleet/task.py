@@ -18,7 +18,7 @@ from typing import Any
 
 from quantmark.ground.version import VERSION
 from quantmark.placement import node_name
-from quantmark.sweep_cell import run_cell
+from quantmark.sweep_cell import cell_availability, run_cell
 from quantmark.sweep_plan import Cell, SweepSpec
 
 NODE_ENV = "QUANTMARK_NODE"  # the fingerprint's "node": which fleet node measured a run
@@ -38,8 +38,6 @@ def this_node() -> str:
 def run_on_node(spec: dict[str, Any], cell: dict[str, Any], driver_version: str
                 ) -> dict[str, Any]:
     """Run one cell here; return ``{"entry": manifest entry, "archive": tar.gz bytes}``."""
-    from quantmark.sut.registry import SUTS, availability
-
     node = this_node()
     os.environ[NODE_ENV] = node  # the test process's fingerprint names the node
     base = {**cell, "node": node, "message": ""}
@@ -49,8 +47,7 @@ def run_on_node(spec: dict[str, Any], cell: dict[str, Any], driver_version: str
                                      f"{driver_version}: install the same version on both"},
                 "archive": b""}
     the_cell = Cell(**{f.name: cell[f.name] for f in fields(Cell)})
-    info = SUTS.get(the_cell.sut)
-    ok, reason = availability(info) if info else (False, f"no SUT {the_cell.sut} on this node")
+    ok, reason = cell_availability(the_cell)
     if not ok:
         return {"entry": {**base, "status": "unavailable", "message": f"on {node}: {reason}"},
                 "archive": b""}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SMALL_SWEEP, run_cli
+from tests.conftest import ROOT, SMALL_SWEEP, run_cli, sigint_as_at_a_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_sweep_bad_input_is_one_line(tmp_path):
 def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "run.py"), "sweep", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_as_at_a_terminal)
 
 
 def _wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> None:
@@ -140,3 +140,26 @@ def test_interrupt_and_crash_lose_nothing_and_resume_reruns_nothing_finished(tmp
     assert f"ok {third}" in proc.stdout and f"ok {first}" not in proc.stdout
     # the killed cell's half-written folder was cleaned up by the rerun
     assert not any(p.name.startswith(".run_1.tmp-") for p in (out / "runs").rglob("*"))
+
+
+def test_a_local_sweep_runs_an_ensemble_and_explains_one_it_cannot(trivial_plugin_path,
+                                                                  quantmark_cache, tmp_path):
+    """An ensemble cell's SUT (``ensemble-sequential``) is no registry SUT: its availability is
+    its members'."""
+    env = {"PYTHONPATH": os.pathsep.join([str(trivial_plugin_path),
+                                          os.environ.get("PYTHONPATH", "")]),
+           "QUANTMARK_CACHE": str(quantmark_cache)}
+    out = tmp_path / "sweep"
+    proc = run_cli("sweep", "--ensemble", "mobilenetv2@trivial-fp32,efficientnet-lite0@"
+                   "trivial-faulty", "--ensemble", "mobilenetv2@trivial-fp32,resnet50@trt-fp16",
+                   "--ensemble-modes", "sequential", "--scenarios", "Offline", "--no-accuracy",
+                   "--seconds", "1", "--output", str(out), env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cells = manifest(out)
+    ensemble = cells["mobilenetv2@trivial-fp32+efficientnet-lite0@trivial-faulty/"
+                     "ensemble-sequential/Offline-b8-r1"]
+    assert ensemble["status"] == "ok", ensemble
+    explained = cells["mobilenetv2@trivial-fp32+resnet50@trt-fp16/ensemble-sequential/"
+                      "Offline-b8-r1"]
+    if explained["status"] == "unavailable":  # no GPU here (on a GPU box with TensorRT it runs)
+        assert explained["message"].startswith("resnet50@trt-fp16: needs an NVIDIA GPU")

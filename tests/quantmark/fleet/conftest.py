@@ -33,7 +33,8 @@ class LocalFleet:
     def address(self) -> str:
         return self.cluster.address
 
-    def add(self, name: str, suts: list[str] | None = None, **facts: Any) -> dict[str, float]:
+    def add(self, name: str, suts: list[str] | None = None, gpus: int = 0,
+            **facts: Any) -> dict[str, float]:
         """A node advertising this machine's facts, with ``facts`` changed (a fake board), and
         ``suts`` (default: every SUT that can run here, and the trivial plugin's, which the
         nodes' workers have on their PYTHONPATH but this process does not)."""
@@ -43,7 +44,7 @@ class LocalFleet:
             suts = [name for name, info in SUTS.items() if availability(info)[0]]
             suts += list(TRIVIAL_SUTS)
         resources = node_resources(name, {**machine(), **facts}, suts)
-        self.nodes[name] = self.cluster.add_node(num_cpus=1, resources=resources)
+        self.nodes[name] = self.cluster.add_node(num_cpus=1, num_gpus=gpus, resources=resources)
         return resources
 
     def remove(self, name: str) -> None:

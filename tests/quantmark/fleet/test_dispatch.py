@@ -11,7 +11,8 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, sigint_as_at_a_terminal
+from tests.quantmark.fleet.conftest import TRIVIAL_SUTS
 
 BOARD = "Test Board 9"
 MODELS = "mobilenetv2,efficientnet-lite0"
@@ -167,3 +168,64 @@ def test_without_cluster_ray_is_never_imported(fleet_env, tmp_path):
     """
     result = run_json(code, timeout=300, env=fleet_env)
     assert result == {"counts": {"ok": 1}, "ray": False}
+
+
+def test_gpu_cells_go_to_the_gpu_node_and_an_ensemble_stays_with_its_members(
+        local_fleet, fleet_env, tmp_path):
+    """A node that says it has a GPU gets the GPU SUT's cells (here its own check then finds
+    no GPU and explains the cell, naming the node; on a GPU box with TensorRT the cell runs);
+    an ensemble's cells and its members alone all run on one node."""
+    local_fleet.add("alpha")
+    local_fleet.add("gpu-box", suts=["trt-fp16", *TRIVIAL_SUTS], gpus=1)
+    out = tmp_path / "sweep"
+    proc = _sweep(local_fleet.address, out, fleet_env, "--models", "mobilenetv2",
+                  "--suts", "trt-fp16", "--scenarios", "Offline", "--ensemble-modes",
+                  "sequential", "--ensemble", "mobilenetv2@trivial-fp32,efficientnet-lite0@"
+                  "trivial-faulty")
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    cells = json.loads((out / "sweep.json").read_text())["cells"]
+    gpu = cells["mobilenetv2/trt-fp16/Offline-b8-r1"]
+    assert gpu["node"] == "gpu-box" and gpu["status"] in ("ok", "unavailable"), gpu
+    if gpu["status"] == "unavailable":
+        assert gpu["message"].startswith("on gpu-box: needs an NVIDIA GPU"), gpu
+    family = [e for e in cells.values() if e["sut"] != "trt-fp16"]
+    assert len(family) == 3 and all(e["status"] == "ok" for e in family), family
+    assert len({e["node"] for e in family}) == 1, family
+
+
+def test_ctrl_c_keeps_finished_cells_and_stops_the_running_one(local_fleet, fleet_env,
+                                                               tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    local_fleet.add("alpha")
+    out = tmp_path / "sweep"
+    command = [sys.executable, "run.py", "sweep", "--cluster", local_fleet.address,
+               "--no-accuracy", "--seconds", "3", "--output", str(out), "--models",
+               "mobilenetv2", "--suts", "trivial-fp32", "--scenarios", "Offline",
+               "--repeats", "3"]
+    driver = subprocess.Popen(command, cwd=Path(__file__).parents[3],
+                              env={**os.environ, **fleet_env}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=sigint_as_at_a_terminal)
+    try:
+        manifest, deadline, pid = out / "sweep.json", time.monotonic() + 240, None
+        while time.monotonic() < deadline and driver.poll() is None and pid is None:
+            if manifest.is_file():  # the first cell is in: wait for the second to start
+                pid = _runner_on("alpha")
+            time.sleep(0.2)
+        assert pid, "the second cell never started"
+        driver.send_signal(signal.SIGINT)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, output[-3000:]
+    assert "run the same command to resume" in output
+    cells = json.loads(manifest.read_text())["cells"]
+    assert [e["status"] for e in cells.values()] == ["ok"], cells
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid), "the cancelled cell's test process went on measuring"
