@@ -143,16 +143,16 @@ def build_sweep_parser() -> argparse.ArgumentParser:
                              "run.py node)")
     parser.add_argument("--place", dest="placement", action="append",
                         metavar="SUT_PATTERN:REQ,...",
-                        help="where matching SUTs' cells run: arch=, isa=, board=, node= or gpu, "
-                             "e.g. 'tflite-*:arch=aarch64' (repeatable; needs --cluster)")
+                        help="where matching SUTs' cells run: arch=, isa=, core=, board=, node= "
+                             "or gpu, e.g. 'tflite-*:arch=aarch64' (repeatable; needs --cluster)")
     return parser
 
 
 def build_node_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="run.py node",
                      description="Start this machine as a Ray node for run.py sweep --cluster, "
-                                 "with its architecture, instruction sets and board as "
-                                 "resources that --place rules select.")
+                                 "with its architecture, instruction sets, core, board and the "
+                                 "SUTs it can run as resources that --place rules select.")
     parser.add_argument("--head", action="store_true", help="start the cluster's head here")
     parser.add_argument("--address", help="join the cluster whose head is HEAD:PORT")
     parser.add_argument("--port", type=int, default=6379, help="the head's port (default 6379)")

@@ -73,7 +73,12 @@ def unpack(archive: bytes, root: Path, replaced: list[Path]) -> None:
         return
     with tempfile.TemporaryDirectory(prefix=".incoming-", dir=root) as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(tmp, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:  # Python before 3.10.12 / 3.11.4: files and folders inside tmp only
+                members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
+                           and not m.name.startswith("/") and ".." not in Path(m.name).parts]
+                tar.extractall(tmp, members=members)  # noqa: S202 - members checked above
         for target in replaced:
             source = Path(tmp) / target.relative_to(root)
             if not source.exists():
