@@ -76,9 +76,10 @@ def connect(address: str) -> Any:
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().split(".")[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot join a Ray cluster at {address} ({first}); start its head "
-                        "with python run.py node --head") from None
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = lines[-1] if lines else type(exc).__name__  # a server's traceback ends with it
+        raise UserError(f"cannot join a Ray cluster at {address} ({why}); start its head "
+                        "with python run.py node --head, or try again once it is up") from None
     return ray
 
 
