@@ -10,7 +10,7 @@ round the whole sweep, so their spread shows the machine's drift, not one moment
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,11 @@ class Cell:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        """The cell of a manifest entry or a task's argument (extra keys ignored)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass

@@ -16,13 +16,15 @@ import logging
 import socket
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from quantmark.fleet.groups import Groups
+from quantmark.fleet.task import run_on_node, unpack
 from quantmark.ground.errors import UserError
 from quantmark.ground.version import VERSION
 from quantmark.placement import describe, fits, node_name, parse_rule, resource
@@ -88,9 +90,6 @@ class Fleet:
 
     def __init__(self, ray: Any, spec: SweepSpec, root: Path, entries: dict[str, Any],
                  record: Callable[..., None], console: Console) -> None:
-        from quantmark.fleet.groups import Groups
-        from quantmark.fleet.task import run_on_node
-
         self.ray, self.spec, self.root, self.record, self.console = (
             ray, spec, root, record, console)
         self.rules = [parse_rule(text) for text in spec.placement]
@@ -110,7 +109,7 @@ class Fleet:
                             "start one on each machine with: python run.py node --address "
                             "HEAD:6379")
         self.console.print("fleet: " + ", ".join(escape(n) for n in sorted(nodes)))
-        done = [_cell(entry) for entry in self.entries.values()]
+        done = [Cell.from_dict(entry) for entry in self.entries.values()]
         self.groups.learn(done + todo)  # every ensemble joined to its members first
         for cell, entry in zip(done, self.entries.values(), strict=True):
             if entry.get("node") and entry.get("status") == "ok":  # resumed: groups stay put
@@ -191,8 +190,6 @@ class Fleet:
         except RayError as exc:  # the node or its worker died under the cell
             self.lost(attempt, exc, queue)
             return
-        from quantmark.fleet.task import unpack
-
         unpack(result["archive"], self.root,
                [cell_dir(self.root, attempt.cell), cell_log(self.root, attempt.cell)])
         entry = {**result["entry"], "attempts": attempt.number}
@@ -234,10 +231,6 @@ class Fleet:
 def _custom(needs: dict[str, float]) -> dict[str, float]:
     """Ray's ``resources=`` takes custom resources only; GPU goes in ``num_gpus``."""
     return {key: amount for key, amount in needs.items() if key != "GPU"}
-
-
-def _cell(entry: dict[str, Any]) -> Cell:
-    return Cell(**{f.name: entry[f.name] for f in fields(Cell) if f.name in entry})
 
 
 def _first_line(exc: Exception) -> str:

@@ -29,11 +29,8 @@ log = logging.getLogger(__name__)
 
 def ray_command(args: Any, facts: dict[str, Any] | None = None) -> list[str]:
     """The ``ray start`` command line for this machine (``args``: the node flags)."""
-    from quantmark.sut.registry import SUTS, availability
-
     facts = facts or machine()
-    suts = [name for name, info in SUTS.items() if availability(info)[0]]
-    resources = node_resources(args.name or socket.gethostname(), facts, suts)
+    resources = node_resources(args.name or socket.gethostname(), facts, runnable_suts())
     if args.no_cells:  # a head that only coordinates: no cell is ever placed on it
         del resources[SLOT]
     command = [_ray_cli(), "start", f"--resources={json.dumps(resources)}"]
@@ -42,6 +39,13 @@ def ray_command(args: Any, facts: dict[str, Any] | None = None) -> list[str]:
     else:
         command += [f"--address={args.address}"]
     return command + list(args.ray_args or [])
+
+
+def runnable_suts() -> list[str]:
+    """The SUTs that can run on this machine: the ones a node advertises."""
+    from quantmark.sut.registry import SUTS, availability
+
+    return [name for name, info in SUTS.items() if availability(info)[0]]
 
 
 def _ray_cli() -> str:

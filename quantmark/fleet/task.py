@@ -12,7 +12,6 @@ import os
 import shutil
 import tarfile
 import tempfile
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ def run_on_node(spec: dict[str, Any], cell: dict[str, Any], driver_version: str
                           "message": f"node {node} runs quantmark {VERSION}, the driver "
                                      f"{driver_version}: install the same version on both"},
                 "archive": b""}
-    the_cell = Cell(**{f.name: cell[f.name] for f in fields(Cell)})
+    the_cell = Cell.from_dict(cell)
     ok, reason = cell_availability(the_cell)
     if not ok:
         return {"entry": {**base, "status": "unavailable", "message": f"on {node}: {reason}"},

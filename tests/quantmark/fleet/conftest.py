@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from quantmark.fleet.node import runnable_suts
 from quantmark.ground.fingerprint import machine
 from quantmark.placement import node_resources
 
@@ -38,11 +39,8 @@ class LocalFleet:
         """A node advertising this machine's facts, with ``facts`` changed (a fake board), and
         ``suts`` (default: every SUT that can run here, and the trivial plugin's, which the
         nodes' workers have on their PYTHONPATH but this process does not)."""
-        from quantmark.sut.registry import SUTS, availability
-
         if suts is None:
-            suts = [name for name, info in SUTS.items() if availability(info)[0]]
-            suts += list(TRIVIAL_SUTS)
+            suts = runnable_suts() + list(TRIVIAL_SUTS)
         resources = node_resources(name, {**machine(), **facts}, suts)
         self.nodes[name] = self.cluster.add_node(num_cpus=1, num_gpus=gpus, resources=resources)
         return resources
