@@ -15,6 +15,7 @@
     python run.py compare RESULTS_A RESULTS_B        # ratio of two sets of runs, with interval
     python run.py export --sut tflite-fp32,tflite-int8 --model mobilenetv2 --output DIR  # for a Pi
     python run.py train-bench --model resnet50 --framework torch --precision fp32,amp --steps 20
+    python run.py diagnose --sut ort-int8 [--against ov-fp32] [--recover 8]  # INT8 layer by layer
 """
 
 from __future__ import annotations
@@ -181,6 +182,39 @@ def build_export_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_diagnose_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="run.py diagnose",
+                     description="Where a reduced-precision SUT loses accuracy: every layer's "
+                                 "output against its framework's FP32 (or --against), the worst "
+                                 "layers, and with --recover the measured way back.")
+    parser.add_argument("--sut", required=True, help="the SUT to diagnose, e.g. ort-int8")
+    parser.add_argument("--model", help="built-in model name (default: the pretrained default)")
+    parser.add_argument("--against", help="reference SUT (default: the framework's FP32)")
+    parser.add_argument("--samples", type=int, default=32,
+                        help="evaluation samples captured layer by layer (default 32)")
+    parser.add_argument("--worst", type=int, default=10, help="layers listed (default 10)")
+    parser.add_argument("--recover", type=int, default=0, metavar="K",
+                        help="re-quantize with the worst 1, 2, 4 ... K layers in FP32 and "
+                             "measure top-1 and speed of each (default 0: no)")
+    parser.add_argument("--damage", action="append", metavar="LAYER=FACTOR",
+                        help="inject a fault to test the diagnosis: LAYER's INT8 weights "
+                             "quantized over a range FACTOR times too wide (ort-int8, "
+                             "tflite-int8, torch-int8); repeatable")
+    parser.add_argument("--eval-samples", type=int,
+                        help="evaluation samples the recovery curve scores (default: all)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved speed rounds of the recovery curve (default 5)")
+    parser.add_argument("--round-seconds", type=float, default=1.0,
+                        help="seconds each model is timed per round (default 1)")
+    parser.add_argument("--batch-size", type=int, default=8, help="batch timed (default 8)")
+    parser.add_argument("--threads", type=int, default=0, help="framework threads (0: all)")
+    parser.add_argument("--output", default="results", help="results folder (default results)")
+    parser.add_argument("--dataset-path", help="ImageNet-format folder (default: built-in)")
+    parser.add_argument("--model-path", help="your FP32 model (.pt/.onnx ...) to diagnose")
+    parser.add_argument("--calibration-list", help="INT8 calibration images, one path a line")
+    return parser
+
+
 def build_report_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="run.py report",
                      description="Tables (and, for sweeps, figures and HTML) of results folders.")
@@ -274,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
             commands.export(build_export_parser().parse_args(argv[1:]))
         elif argv[:1] == ["train-bench"]:
             commands.train_bench(build_train_bench_parser().parse_args(argv[1:]))
+        elif argv[:1] == ["diagnose"]:
+            from quantmark.diagnosis.command import diagnose
+
+            diagnose(build_diagnose_parser().parse_args(argv[1:]))
         elif argv[:1] == ["compare"]:
             args = build_compare_parser().parse_args(argv[1:])
             commands.compare(args.a, args.b, args.paired)

@@ -310,15 +310,20 @@ def report(folders: list[str], output: str | None = None) -> None:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
                             "folder")
-    from quantmark.report import training
+    from quantmark.report import diagnosis, training
 
     is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
     if len(folders) > 1 and output is None:
         raise UserError("several folders merge into one report: say where with --output DIR")
+    diagnoses = diagnosis.load(folders)
     if is_sweep or len(folders) > 1 or output is not None or training.load(folders):
         _characterization(folders, Path(output or folders[0]))
-    else:
+    elif not diagnoses or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
         _percentile_table(folders[0])
+    from quantmark.diagnosis.command import show
+
+    for record in diagnoses:  # run.py diagnose's folders: their tables (and in the report)
+        show(record)
 
 
 def _characterization(folders: list[str], output: Path) -> None:
@@ -337,9 +342,9 @@ def _characterization(folders: list[str], output: Path) -> None:
     check_output_writable(str(output))
     written = write(folders, output)
     study = written.study
-    if not study.configs and not study.explained and not study.training:
-        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) or train-bench results under "
-                        f"{', '.join(folders)}")
+    if not (study.configs or study.explained or study.training or written.diagnoses):
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt), train-bench results or "
+                        f"diagnoses under {', '.join(folders)}")
     columns: dict[str, Callable[[Any], str]] = {  # header -> the named field it shows
         "system": lambda c: c.system, "model": lambda c: c.model,
         "scenario": lambda c: c.scenario,

@@ -11,12 +11,12 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
-from quantmark.report import ensemble_tables, ensembles, training
+from quantmark.report import diagnosis, ensemble_tables, ensembles, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
 from quantmark.report.ensemble_figure import ensemble_figures
 from quantmark.report.figures import Figure, all_figures
@@ -38,6 +38,7 @@ from quantmark.report.tables import csv_text, html_table, markdown_table, number
 class Written:
     study: Study
     files: list[Path]
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)  # ``run.py diagnose``'s
 
 
 def _pct(config: Config, key: str) -> str:
@@ -287,14 +288,15 @@ MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "softw
 
 
 def to_markdown(study: Study, figures: list[Figure],
-                section: ensembles.Section | None = None) -> str:
+                section: ensembles.Section | None = None,
+                diagnoses: list[dict[str, Any]] | None = None) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
     for heading, warned in _warnings(study):
         lines += [f"**{heading}**", ""] + [f"- {t}" for t in warned] + [""]
     lines += ["## Machines", ""]
     lines += markdown_table(MACHINE_HEADER, _machine_rows(study))
-    inference = bool(study.configs) or not study.training  # not a train-bench-only folder
+    inference = bool(study.configs) or not (study.training or diagnoses)  # runs to show
     if inference:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
@@ -306,6 +308,8 @@ def to_markdown(study: Study, figures: list[Figure],
         lines += ["", "## Batch-size scan", ""] + markdown_table(SCAN_HEADER, _scan_rows(study))
     if study.training:
         lines += [""] + training.markdown(training.rows(study.training))
+    for record in diagnoses or []:
+        lines += [""] + diagnosis.markdown(record, figure_link=False)
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
@@ -323,8 +327,8 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 .wrap{overflow-x:auto}li{margin:3px 0}"""
 
 
-def to_html(study: Study, figures: list[Figure], section: ensembles.Section | None = None
-            ) -> str:
+def to_html(study: Study, figures: list[Figure], section: ensembles.Section | None = None,
+            diagnoses: list[dict[str, Any]] | None = None) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
@@ -334,7 +338,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned)
                   + "</ul>"]
     parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, _machine_rows(study))]
-    inference = bool(study.configs) or not study.training  # not a train-bench-only folder
+    inference = bool(study.configs) or not (study.training or diagnoses)  # runs to show
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
                                                     for n in _notes(study)) + "</ul>")
@@ -349,6 +353,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
         parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
     if study.training:
         parts.append(training.to_html(training.rows(study.training)))
+    parts += [diagnosis.to_html(record) for record in diagnoses or []]
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   html_table(EXPLAINED_HEADER, _explained_rows(study))]
@@ -368,7 +373,8 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     study = load(folders)
     out = Path(output)
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
-    figures = all_figures(study) + ensemble_figures(section)
+    diagnoses = diagnosis.load(folders)
+    figures = all_figures(study) + ensemble_figures(section) + diagnosis.figures(diagnoses)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename
@@ -378,12 +384,12 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
         if stale not in files:
             stale.unlink()
     texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
-             ("report.md", to_markdown(study, figures, section)),
-             ("report.html", to_html(study, figures, section)),
+             ("report.md", to_markdown(study, figures, section, diagnoses)),
+             ("report.html", to_html(study, figures, section, diagnoses)),
              *ensemble_tables.csv_texts(section)]
     if study.training:
         texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))
     for name, text in texts:
         atomic_write_text(out / name, text)
         files.append(out / name)
-    return Written(study, files)
+    return Written(study, files, diagnoses)

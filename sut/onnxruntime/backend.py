@@ -105,8 +105,8 @@ class OnnxRuntimeBackend(Backend):
             options.profile_file_prefix = os.path.join(tmp, "profile")
             try:
                 self._session = ort.InferenceSession(
-                    self.model_path, sess_options=options, providers=self._providers()
-                )
+                    self.model_path, sess_options=options, providers=self._providers(),
+                    **session_extras(self.artifact))
                 self._input_name = self._session.get_inputs()[0].name
                 self._session.run(None, {self._input_name: self._probe_input()})
             except Exception as exc:  # ORT raises its own exception types
@@ -187,6 +187,13 @@ class OnnxRuntimeBackend(Backend):
 
     def close(self) -> None:
         self._session = None
+
+
+def session_extras(artifact: Any) -> dict[str, Any]:
+    """InferenceSession keywords the model file asks for: the graph optimizers a model with
+    nodes kept in FP32 must run without (``quantize.KEEP_FP32_DISABLED_OPTIMIZERS``)."""
+    disabled = (getattr(artifact, "meta", None) or {}).get("session_disabled_optimizers")
+    return {"disabled_optimizers": list(disabled)} if disabled else {}
 
 
 def _qdq_counts(path: str) -> dict[str, int]:

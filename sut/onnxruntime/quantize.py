@@ -27,41 +27,56 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
+from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.qdq import ArrayReader, check_nchw_calibration, count_qdq_nodes
+from quantmark.sut.layers import Recipe
 
 #: the INT8 calibration table ONNX Runtime's TensorRT provider reads (ort-trt-int8)
 TABLE_RECIPE: dict[str, Any] = {"calibrator": "onnxruntime MinMax", "symmetric": True,
                                 "table": "write_calibration_table (flatbuffers)",
                                 "calibration_batch": 8, "version": 1}
+#: ONNX Runtime's graph optimizers that would undo ``nodes_to_exclude``: WeightBiasQuantization
+#: quantizes the FP32 weights of a node whose neighbours' Q/DQ pairs surround it, and the node
+#: then runs QLinearConv after all (seen in the profiler). Sessions of a model with excluded
+#: nodes are created without them (``OnnxRuntimeBackend`` reads the artifact's meta).
+KEEP_FP32_DISABLED_OPTIMIZERS = ("WeightBiasQuantization",)
+#: bump when what ``nodes_to_exclude`` or ``damage_weights`` make changes
+CHANGES_VERSION = 3
 QUANT_RECIPE: dict[str, Any] = {
     "format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8", "per_channel": True,
     "calibrate_method": "MinMax", "pre_process": True, "calibration_batch": 8, "version": 1,
 }
 
 
-def quantize_key(fp32: Artifact, calibration_hash: str) -> str:
-    return hash_json({"what": "ort-static-int8", "fp32": fp32.key, "calibration": calibration_hash,
-                      "recipe": QUANT_RECIPE, "onnxruntime": onnxruntime.__version__,
-                      "onnx": onnx.__version__})
+def quantize_key(fp32: Artifact, calibration_hash: str, changes: Recipe | None = None) -> str:
+    key: dict[str, Any] = {"what": "ort-static-int8", "fp32": fp32.key,
+                           "calibration": calibration_hash, "recipe": QUANT_RECIPE,
+                           "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+    if changes is not None and changes.key():  # an unchanged recipe keeps its key
+        key["changes"] = {**changes.key(), "version": CHANGES_VERSION}
+    return hash_json(key)
 
 
-def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
-                         calibration_hash: str) -> Artifact:
+def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
+                         changes: Recipe | None = None) -> Artifact:
     """INT8 QDQ copy of ``fp32``, calibrated on ``calibration`` (float32 [N,3,H,W], normalised).
 
     ``calibration_hash`` identifies the calibration set (the caller knows how it was made);
-    the cache key combines it with the fp32 key and the recipe.
+    the cache key combines it with the fp32 key and the recipe. ``changes`` (``run.py
+    diagnose``): nodes kept in FP32 (``nodes_to_exclude``) and injected weight faults.
     """
+    changes = changes or Recipe()
     if calibration.ndim != 4 or calibration.shape[1] != 3 or len(calibration) == 0:
         raise ValueError(f"calibration must be a non-empty [N,3,H,W] array, "
                          f"got {calibration.shape}")
-    key = quantize_key(fp32, calibration_hash)
+    key = quantize_key(fp32, calibration_hash, changes)
     model = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:
-        progress(f"quantizing {model} to INT8 on {len(calibration)} calibration samples ...")
+        progress(f"quantizing {model} to INT8 on {len(calibration)} calibration samples"
+                 f"{describe_changes(changes)} ...")
         pre = folder / "pre.onnx"
         t0 = time.perf_counter()
         quant_pre_process(str(fp32.path), str(pre))
@@ -74,7 +89,12 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
             str(pre), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax,
+            nodes_to_exclude=list(changes.exclude) or None,
         )
+        damaged = {name: factor for name, factor in changes.damage
+                   if name not in changes.exclude}  # a layer kept in FP32 has no INT8 fault
+        if damaged:
+            damage_weights(out, damaged)
         total_s = time.perf_counter() - t1
         calib_s = (reader.exhausted_at or time.perf_counter()) - t1
         pre.unlink()
@@ -84,8 +104,10 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
             "quant_recipe": QUANT_RECIPE, "calibration_hash": calibration_hash,
             "calibration_samples": int(len(calibration)), "fp32_key": fp32.key,
             "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
-            "qdq": count_qdq_nodes(out),
+            "qdq": count_qdq_nodes(out), **({"changes": changes.key()} if changes.key() else {}),
         })
+        if changes.exclude:
+            meta["session_disabled_optimizers"] = list(KEEP_FP32_DISABLED_OPTIMIZERS)
         # calibration_s: quantize_static start until the calibration data ran out (augmented
         # model inference); quantize_s: everything, pre-processing included.
         return Artifact(
@@ -97,6 +119,51 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray,
         )
 
     return cached_build(model, key, build)
+
+
+def describe_changes(changes: Recipe) -> str:
+    """", 2 nodes kept in FP32, 1 weight fault injected" (empty for the normal recipe)."""
+    parts = [f"{len(changes.exclude)} node(s) kept in FP32"] if changes.exclude else []
+    parts += [f"{len(changes.damage)} weight fault(s) injected"] if changes.damage else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def damage_weights(path: Path, factors: dict[str, float]) -> None:
+    """Inject a fault for testing diagnosis: each named node's quantized weights re-quantized
+    over a range ``factor`` times too wide (scale x factor, integers divided and rounded), as
+    a recipe with a broken weight range would make them. The node's int32 bias follows (its
+    scale must stay input scale x weight scale, or ORT would not fuse the node into an integer
+    kernel). Rewrites the QDQ model in place."""
+    proto = onnx.load(str(path))
+    init = {tensor.name: tensor for tensor in proto.graph.initializer}
+    dequantizers = {node.output[0]: node for node in proto.graph.node
+                    if node.op_type == "DequantizeLinear"}
+    nodes = {node.name: node for node in proto.graph.node}
+    for name, factor in factors.items():
+        node = nodes.get(name)
+        quantized = [dequantizers.get(tensor) for tensor in (node.input[1:3] if node else [])]
+        if not quantized or quantized[0] is None or any(
+                dq is not None and (dq.input[0] not in init or dq.input[1] not in init)
+                for dq in quantized):
+            raise UserError(f"--damage {name}: no node of that name with quantized weights in "
+                            f"the INT8 model of {path.stem}; name a Conv/Gemm/MatMul node (a "
+                            "diagnosis' layers.csv lists them)")
+        for dq in quantized:  # the weights, then the bias when it is quantized too
+            if dq is not None:
+                _widen(init[dq.input[0]], init[dq.input[1]], factor)
+    onnx.save(proto, str(path))
+
+
+def _widen(values: onnx.TensorProto, scale: onnx.TensorProto, factor: float) -> None:
+    """Integers divided by ``factor`` (rounded, clipped), their scale multiplied by it."""
+    from onnx import numpy_helper
+
+    array = numpy_helper.to_array(values)
+    info = np.iinfo(array.dtype)
+    wider = np.clip(np.round(array / factor), info.min, info.max).astype(array.dtype)
+    values.CopyFrom(numpy_helper.from_array(wider, values.name))
+    scaled = (numpy_helper.to_array(scale) * factor).astype(np.float32)
+    scale.CopyFrom(numpy_helper.from_array(scaled, scale.name))
 
 
 # --------------------------------------------------------------------------- dynamic INT8

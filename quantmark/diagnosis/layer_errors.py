@@ -1,0 +1,168 @@
+"""Pairing two captures' layers and measuring how far one drifts from the other.
+
+Pure numpy, no framework: the reduced-precision model's layers are matched to the reference's
+by name where the converter kept names, else by position in the graph among layers of the same
+shape; each pair accumulates its error over the captured samples (chunk by chunk, so no chunk
+needs to be kept); then the error each layer adds is separated from the error it receives.
+
+* SQNR (dB) = 10 log10(sum(ref^2) / sum((ref - test)^2)): signal to quantization noise.
+* cosine = sum(ref * test) / sqrt(sum(ref^2) sum(test^2)).
+* lost (dB): the SQNR a layer loses against the noisiest of its inputs,
+  ``min(SQNR of producers, LOSSLESS_DB) - SQNR`` (0 when it loses none). It counts both the
+  noise the layer adds and the noise it amplifies (a projection that cancels signal but not
+  noise); either way, it is where precision goes. Above ``LOSSLESS_DB`` an activation is as good
+  as FP32 for a classifier, so a drop up there (the stem's, from a nearly exact input) costs
+  nothing. The worst layers are those losing most.
+* first jump: the first layer, in graph order, losing at least ``JUMP_DB`` and within
+  ``NEAR_WORST_DB`` of the most any layer loses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from quantmark.sut.layers import LayerOutput
+
+#: a jump loses at least this much SQNR (noise power x4) in one layer
+JUMP_DB = 6.0
+#: ... and within this of the layer losing most
+NEAR_WORST_DB = 1.0
+#: an SQNR above this (cosine > 0.9995) counts as lossless: the baseline of the first layer,
+#: and the most a layer's inputs are credited with
+LOSSLESS_DB = 30.0
+#: SQNR above this is "no measurable error" (float32 round-off of an identical computation)
+CLEAN_DB = 120.0
+
+
+@dataclass
+class Pair:
+    """One reduced-precision layer, its reference layer and their accumulated error."""
+
+    name: str
+    op_type: str
+    precision: str
+    reference: str
+    reference_op: str
+    reference_precision: str
+    matched_by: str  # "name" | "position+shape"
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    signal: float = 0.0  # sum(ref^2)
+    noise: float = 0.0  # sum((ref - test)^2)
+    test_power: float = 0.0  # sum(test^2)
+    dot: float = 0.0  # sum(ref * test)
+    count: int = 0
+    lost_db: float = 0.0  # SQNR lost against its noisiest input (``attribute``)
+
+    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
+        ref = reference.astype(np.float64, copy=False).ravel()
+        got = test.astype(np.float64, copy=False).ravel()
+        self.signal += float(ref @ ref)
+        self.noise += float((ref - got) @ (ref - got))
+        self.test_power += float(got @ got)
+        self.dot += float(ref @ got)
+        self.count += len(reference)
+
+    @property
+    def sqnr_db(self) -> float:
+        if self.noise <= self.signal * 10 ** (-CLEAN_DB / 10):
+            return CLEAN_DB
+        if self.signal == 0.0:
+            return -CLEAN_DB
+        return 10.0 * math.log10(self.signal / self.noise)
+
+    @property
+    def cosine(self) -> float:
+        norm = math.sqrt(self.signal * self.test_power)
+        return self.dot / norm if norm else (1.0 if self.signal == self.test_power else 0.0)
+
+
+@dataclass
+class Matching:
+    pairs: list[Pair]
+    unmatched_test: list[str] = field(default_factory=list)
+    unmatched_reference: list[str] = field(default_factory=list)
+
+    def by_method(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for pair in self.pairs:
+            counts[pair.matched_by] = counts.get(pair.matched_by, 0) + 1
+        return counts
+
+
+def _shape(layer: LayerOutput) -> tuple[int, ...]:
+    return tuple(int(d) for d in layer.value.shape[1:])
+
+
+def match(test: Sequence[LayerOutput], reference: Sequence[LayerOutput]) -> Matching:
+    """Pair each ``test`` layer with a ``reference`` layer: by name first; the rest in graph
+    order, each with the next unpaired reference layer of the same output shape (after the
+    last pair made, so order is kept)."""
+    ref_index = {layer.name: i for i, layer in enumerate(reference)}
+    paired: dict[int, tuple[int, str]] = {}
+    for i, layer in enumerate(test):
+        j = ref_index.get(layer.name)
+        if j is not None and _shape(reference[j]) == _shape(layer):
+            paired[i] = (j, "name")
+    taken = {j for j, _ in paired.values()}
+    floor = -1
+    for i, layer in enumerate(test):
+        if i in paired:
+            floor = max(floor, paired[i][0])
+            continue
+        j = next((j for j in range(floor + 1, len(reference))
+                  if j not in taken and _shape(reference[j]) == _shape(layer)), None)
+        if j is not None:
+            paired[i] = (j, "position+shape")
+            taken.add(j)
+            floor = j
+    pairs = [Pair(layer.name, layer.op_type, layer.precision, reference[j].name,
+                  reference[j].op_type, reference[j].precision, how, layer.inputs,
+                  _shape(layer))
+             for i, layer in enumerate(test) if i in paired
+             for j, how in [paired[i]]]
+    return Matching(pairs, [layer.name for i, layer in enumerate(test) if i not in paired],
+                    [layer.name for j, layer in enumerate(reference) if j not in taken])
+
+
+def accumulate(matching: Matching, test: Sequence[LayerOutput],
+               reference: Sequence[LayerOutput]) -> None:
+    """Add one chunk's outputs to every pair (the chunk's captures, same samples)."""
+    tests = {layer.name: layer for layer in test}
+    refs = {layer.name: layer for layer in reference}
+    for pair in matching.pairs:
+        got, ref = tests[pair.name].value, refs[pair.reference].value
+        if got.shape != ref.shape:
+            raise ValueError(f"layer {pair.name}: shape {got.shape} against {pair.reference}'s "
+                             f"{ref.shape}")
+        pair.add(ref, got)
+
+
+def attribute(pairs: list[Pair]) -> None:
+    """Set each pair's ``lost_db`` against its noisiest producer (the previous layer when the
+    graph named none; a lossless input for the first)."""
+    sqnr = {pair.name: pair.sqnr_db for pair in pairs}
+    for index, pair in enumerate(pairs):
+        known = [sqnr[name] for name in pair.inputs if name in sqnr]
+        if not known and index and not pair.inputs:
+            known = [pairs[index - 1].sqnr_db]
+        pair.lost_db = max(0.0, min(known + [LOSSLESS_DB]) - pair.sqnr_db)
+
+
+def first_jump(pairs: Sequence[Pair], jump_db: float = JUMP_DB,
+               near_db: float = NEAR_WORST_DB) -> Pair | None:
+    """The first layer in graph order losing at least ``jump_db`` and within ``near_db`` of
+    the most any layer loses (None: no layer loses ``jump_db``)."""
+    if not pairs:
+        return None
+    threshold = max(jump_db, max(pair.lost_db for pair in pairs) - near_db)
+    return next((pair for pair in pairs if pair.lost_db >= threshold), None)
+
+
+def worst(pairs: Sequence[Pair], k: int) -> list[Pair]:
+    """The ``k`` layers losing most SQNR (ties: the lower SQNR first)."""
+    return sorted(pairs, key=lambda pair: (-pair.lost_db, pair.sqnr_db))[:k]

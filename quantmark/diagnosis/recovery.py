@@ -1,0 +1,128 @@
+"""The way back, measured: top-1 and throughput of the SUT re-quantized with its worst K layers
+kept in FP32, for K = 0, 1, 2, 4 ... up to ``--recover``.
+
+Every variant is built with the framework's own exclusion mechanism and loaded once; top-1 is
+scored on the same evaluation samples for all (so changes are paired), and throughput is timed
+in interleaved rounds (round r times every variant once, in a rotated order) with the machine
+watched from this process: a round another process disturbed is flagged, and each figure is the
+median over rounds with its 95% interval (``report.stats``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quantmark.interference import Monitor
+from quantmark.report.stats import accuracy_change, figure_interval, speedup
+from quantmark.sut.interface import Backend
+
+log = logging.getLogger(__name__)
+
+
+def curve_points(recover: int) -> list[int]:
+    """K = 0, then powers of two below ``recover``, then ``recover``: 8 -> [0, 1, 2, 4, 8]."""
+    points, k = [0], 1
+    while k < recover:
+        points.append(k)
+        k *= 2
+    return points + [recover] if recover > 0 else points
+
+
+@dataclass
+class Variant:
+    """One measured model: a K of the curve, or the reference."""
+
+    label: str  # "K=2", "reference ort-fp32"
+    k: int | None  # None: the reference
+    excluded: list[str]
+    backend: Backend
+    correct: np.ndarray | None = None
+    rates: list[float] = field(default_factory=list)  # samples/s, one per round
+    disturbed: list[list[str]] = field(default_factory=list)  # per round: why, [] if quiet
+    describe: dict[str, Any] = field(default_factory=dict)
+
+
+def predicted_classes(backend: Backend, scores: np.ndarray) -> np.ndarray:
+    """Class per sample from a backend's output (scores or class indices), on the dataset's
+    label scale."""
+    classes = scores if scores.ndim == 1 else scores.argmax(axis=1)
+    return np.asarray(classes, dtype=np.int64) - int(getattr(backend, "label_offset", 0))
+
+
+def score(variant: Variant, images: Callable[[str, int, int], np.ndarray], count: int,
+          labels: np.ndarray, batch: int) -> None:
+    """Which of the first ``count`` evaluation samples the variant gets right."""
+    backend = variant.backend
+    correct = []
+    for start in range(0, count, batch):
+        stop = min(start + batch, count)
+        x = backend.encode_samples(images(backend.layout, start, stop))
+        correct.append(predicted_classes(backend, backend.predict(x)) == labels[start:stop])
+    variant.correct = np.concatenate(correct)
+
+
+def time_rounds(variants: Sequence[Variant], inputs: dict[int, np.ndarray], rounds: int,
+                seconds: float) -> None:
+    """``rounds`` interleaved rounds: each times every variant's ``predict`` on its batch for
+    about ``seconds``; rotated so no variant always runs first."""
+    with Monitor() as monitor:
+        for r in range(rounds):
+            order = list(variants[r % len(variants):]) + list(variants[:r % len(variants)])
+            for variant in order:
+                batch = inputs[id(variant)]
+                variant.backend.predict(batch)  # settle caches after the previous variant
+                started_wall, started, done = time.time(), time.perf_counter(), 0
+                while time.perf_counter() - started < seconds or done == 0:
+                    variant.backend.predict(batch)
+                    done += len(batch)
+                variant.rates.append(done / (time.perf_counter() - started))
+                ended = time.time()
+                monitor.sample()  # the window's end is covered by a sample
+                summary = monitor.summary(started_wall, ended)
+                variant.disturbed.append(list(summary.get("why") or []))
+            log.info("speed round %d of %d done", r + 1, rounds)
+
+
+def summarize(variants: Sequence[Variant], labels: np.ndarray,
+              groups: np.ndarray | None) -> list[dict[str, Any]]:
+    """One row per variant: top-1, its paired change against K=0, throughput with interval,
+    the speed ratio against K=0, and points of top-1 recovered per point of speed lost."""
+    base = next(v for v in variants if v.k == 0)
+    rows = []
+    for v in variants:
+        assert v.correct is not None
+        change = accuracy_change(base.correct, v.correct, groups) if v is not base else None
+        speed = figure_interval(v.rates)
+        ratio = speedup(base.rates, v.rates, higher_is_better=True, paired=True)
+        gained = change.delta_points if change is not None else 0.0
+        speed_lost = (1.0 - ratio.point) * 100.0
+        rows.append({
+            "label": v.label, "k": v.k, "excluded": v.excluded,
+            "top1": round(100.0 * float(v.correct.mean()), 3), "samples": int(len(v.correct)),
+            "top1_change_vs_k0": None if change is None else {
+                "points": round(change.delta_points, 3), "low": round(change.low, 3),
+                "high": round(change.high, 3), "p_value": change.p_value},
+            "samples_per_s": {"median": round(speed.point, 2),
+                              "low": _round(speed.low), "high": _round(speed.high),
+                              "rounds": speed.n, "method": speed.method,
+                              "values": [round(x, 2) for x in v.rates]},
+            "speed_vs_k0": {"ratio": round(ratio.point, 4), "low": _round(ratio.low, 4),
+                            "high": _round(ratio.high, 4), "verdict": ratio.verdict},
+            "speed_lost_pct": round(speed_lost, 2),
+            "top1_per_speed_point": (round(gained / speed_lost, 3)
+                                     if v is not base and speed_lost > 0 else None),
+            "disturbed_rounds": sum(bool(why) for why in v.disturbed),
+            "disturbed_why": sorted({w for why in v.disturbed for w in why}),
+            "executed_precision": v.describe.get("executed_precision"),
+        })
+    return rows
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,275 @@
+"""The "Diagnosis" section: where a reduced-precision SUT loses accuracy, layer by layer.
+
+Reads the ``results.json`` a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders
+it: the worst layers with their op type and precision, the first jump, the recovery curve, CSV
+tables and one figure (SQNR along the network with the worst layers marked; with a recovery
+curve, top-1 and throughput against K beside it).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LAYER_COLUMNS = ("index", "name", "op_type", "precision", "reference", "reference_precision",
+                 "matched_by", "shape", "sqnr_db", "cosine", "lost_db", "worst_rank")
+RECOVERY_COLUMNS = ("label", "k", "top1", "top1_change", "samples_per_s", "speed_vs_k0",
+                    "speed_lost_pct", "top1_per_speed_point", "disturbed_rounds", "excluded")
+
+
+def load(folders: list[str | Path]) -> list[dict[str, Any]]:
+    """Every diagnosis under ``folders`` (each with the folder it came from)."""
+    found = []
+    for root in folders:
+        for path in sorted(Path(root).rglob("results.json")):
+            if any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            if not isinstance(record, dict) or record.get("kind") != "diagnosis":
+                continue
+            if not _readable(record):
+                log.warning("skipping %s: a diagnosis this quantmark version cannot read "
+                            "(run python run.py diagnose again)", path)
+                continue
+            found.append({**record, "folder": str(path.parent)})
+    return found
+
+
+LAYER_KEYS = ("name", "op_type", "precision", "reference", "reference_precision", "matched_by",
+              "shape", "sqnr_db", "cosine", "lost_db")
+
+
+def _readable(record: dict[str, Any]) -> bool:
+    """The keys the section reads are all there (an older or hand-edited file is skipped)."""
+    top = all(key in record for key in ("model", "sut", "against", "samples", "layers",
+                                        "worst", "capture"))
+    layers = record.get("layers")
+    return top and isinstance(layers, list) and all(
+        isinstance(layer, dict) and all(key in layer for key in LAYER_KEYS) for layer in layers)
+
+
+def _csv(header: tuple[str, ...], rows: list[list[Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _ranks(record: dict[str, Any]) -> dict[str, int]:
+    return {name: rank for rank, name in enumerate(record.get("worst", []), start=1)}
+
+
+def layers_csv(record: dict[str, Any]) -> str:
+    ranks = _ranks(record)
+    return _csv(LAYER_COLUMNS, [
+        [i, layer["name"], layer["op_type"], layer["precision"], layer["reference"],
+         layer["reference_precision"], layer["matched_by"], "x".join(map(str, layer["shape"])),
+         layer["sqnr_db"], layer["cosine"], layer["lost_db"], ranks.get(layer["name"], "")]
+        for i, layer in enumerate(record["layers"])])
+
+
+def _interval(value: dict[str, Any] | None, key: str, fmt: str) -> str:
+    if not value:
+        return ""
+    low, high = value.get("low"), value.get("high")
+    point = fmt.format(value[key])
+    return point if low is None or high is None else f"{point} [{fmt.format(low)}, " \
+                                                     f"{fmt.format(high)}]"
+
+
+def recovery_cells(row: dict[str, Any]) -> list[str]:
+    ratio = row.get("top1_per_speed_point")
+    flag = f" ({row['disturbed_rounds']} disturbed)" if row.get("disturbed_rounds") else ""
+    return [row["label"], "" if row["k"] is None else str(row["k"]), f"{row['top1']:.2f}",
+            _interval(row.get("top1_change_vs_k0"), "points", "{:+.2f}"),
+            _interval(row["samples_per_s"], "median", "{:.1f}") + flag,
+            _interval(row["speed_vs_k0"], "ratio", "{:.3f}"),
+            f"{row['speed_lost_pct']:.1f}", "" if ratio is None else f"{ratio:.2f}",
+            str(row.get("disturbed_rounds", 0)), " ".join(row.get("excluded", []))]
+
+
+def recovery_csv(record: dict[str, Any]) -> str:
+    return _csv(RECOVERY_COLUMNS, [recovery_cells(row) for row in record["recovery"]["rows"]])
+
+
+def worst_rows(record: dict[str, Any]) -> list[list[str]]:
+    """rank, layer, op, precision, SQNR, SQNR lost, cosine, matched: the worst layers."""
+    by_name = {layer["name"]: layer for layer in record["layers"]}
+    jump = record.get("first_jump")
+    rows = []
+    for rank, name in enumerate(record.get("worst", []), start=1):
+        layer = by_name[name]
+        rows.append([str(rank), name + (" (first jump)" if name == jump else ""),
+                     layer["op_type"], layer["precision"], f"{layer['sqnr_db']:.1f}",
+                     f"{layer['lost_db']:.1f}", f"{layer['cosine']:.4f}", layer["matched_by"]])
+    return rows
+
+
+WORST_HEADER = ["rank", "layer", "op", "precision", "SQNR dB", "lost dB", "cosine",
+                "matched by"]
+RECOVERY_HEADER = ["model", "K", "top-1 %", "change vs K=0 [95%]", "samples/s [95%]",
+                   "x K=0 [95%]", "speed lost %", "top-1 pt per speed pt", "disturbed",
+                   "kept in FP32"]
+
+
+def title(record: dict[str, Any]) -> str:
+    damage = "".join(f", damaged {name} x{factor:g}" for name, factor in record.get("damage", []))
+    return (f"{record['model']}: {record['sut']} against {record['against']} "
+            f"({record['samples']} samples{damage})")
+
+
+def summary_lines(record: dict[str, Any]) -> list[str]:
+    matched = ", ".join(f"{n} by {how}" for how, n in record.get("matched", {}).items())
+    unmatched = record.get("unmatched", {})
+    rule = record.get("jump_rule", {})
+    lines = [f"layers matched: {matched or 'none'}; unmatched: "
+             f"{len(unmatched.get('test', []))} of {record['sut']}, "
+             f"{len(unmatched.get('reference', []))} of {record['against']}",
+             f"first jump (the first layer losing >= {rule.get('jump_db', 6):g} dB of SQNR and "
+             f"within {rule.get('near_worst_db', 1):g} dB of the most any layer loses): "
+             f"{record.get('first_jump') or 'none'}",
+             f"capture: {record['capture']['test']['method']}",
+             f"precision: {record['capture']['test']['precision_source']}"]
+    if record.get("exclusion"):
+        lines.append(f"recovery keeps layers in FP32 with {record['exclusion']}")
+    return lines
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def esc(cell: str) -> str:
+        return cell.replace("|", "\\|")
+
+    return ([f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"]
+            + [f"| {' | '.join(esc(c) for c in row)} |" for row in rows])
+
+
+def markdown(record: dict[str, Any], level: str = "##", figure_link: bool = True) -> list[str]:
+    lines = [f"{level} Diagnosis: {title(record)}", ""]
+    lines += [f"- {line}" for line in summary_lines(record)] + [""]
+    lines += _md_table(WORST_HEADER, worst_rows(record))
+    if record.get("recovery"):
+        lines += ["", f"{level}# Recovery curve ({record['recovery']['eval_samples']} samples, "
+                      f"{record['recovery']['rounds']} interleaved speed rounds)", ""]
+        lines += _md_table(RECOVERY_HEADER, [recovery_cells(r) for r in
+                                             record["recovery"]["rows"]])
+    if record.get("figure") and figure_link:
+        lines += ["", f"![diagnosis]({record['figure']})"]
+    return lines
+
+
+def to_html(record: dict[str, Any]) -> str:
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                       for row in rows)
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+    parts = [f"<h2>Diagnosis: {html.escape(title(record))}</h2><ul>"
+             + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(record))
+             + "</ul>", table(WORST_HEADER, worst_rows(record))]
+    if record.get("recovery"):
+        parts.append(table(RECOVERY_HEADER, [recovery_cells(r)
+                                             for r in record["recovery"]["rows"]]))
+    return "\n".join(parts)
+
+
+def figures(records: list[dict[str, Any]]) -> list[Any]:
+    """Each diagnosis' figure (drawn when it ran) for the report's Figures section."""
+    from quantmark.report.figures import Figure
+
+    found = []
+    for record in records:
+        path = Path(record["folder"]) / (record.get("figure") or "")
+        if record.get("figure") and path.is_file():
+            name = f"diagnosis-{record['model']}-{record['sut']}-{record['against']}.png"
+            found.append(Figure("diagnosis", f"Diagnosis: {title(record)}", name,
+                                path.read_bytes(), f"layer errors of {record['sut']}",
+                                "Blue: each layer's SQNR against the reference; bars: the "
+                                "SQNR lost at the layer; red marks: the worst layers."))
+    return found
+
+
+def draw(record: dict[str, Any], path: Path) -> Path | None:
+    """The diagnosis figure: SQNR and added error along the network, worst layers marked
+    (and, with a recovery curve, top-1 and throughput against K). None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no diagnosis figure")
+        return None
+    from quantmark.ground.hashing import atomic_write_bytes
+
+    rows = record.get("recovery", {}).get("rows", [])
+    fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(13 if rows else 9, 4.2),
+                             gridspec_kw={"width_ratios": [2.2, 1]} if rows else None,
+                             squeeze=False)
+    _draw_layers(axes[0][0], record)
+    if rows:
+        _draw_recovery(axes[0][1], rows)
+    fig.suptitle(title(record), fontsize=10)
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, out.getvalue())
+    return path
+
+
+def _draw_layers(ax: Any, record: dict[str, Any]) -> None:
+    layers = record["layers"]
+    x = list(range(len(layers)))
+    ax.plot(x, [min(layer["sqnr_db"], 80) for layer in layers], color="tab:blue", marker=".",
+            label="SQNR against the reference")
+    ax.bar(x, [layer["lost_db"] for layer in layers], color="tab:orange", alpha=0.6,
+           label="SQNR lost at the layer")
+    ranks = _ranks(record)
+    for i, layer in enumerate(layers):
+        if layer["name"] in ranks and ranks[layer["name"]] <= 5:
+            ax.annotate(f"#{ranks[layer['name']]} {layer['name']}", (i, layer["lost_db"]),
+                        fontsize=6, rotation=60, xytext=(0, 4), textcoords="offset points")
+            ax.plot([i], [layer["lost_db"]], "rv")
+        if layer["name"] == record.get("first_jump"):
+            ax.axvline(i, color="tab:red", linestyle=":", label="first jump")
+    floor = min([0.0] + [layer["sqnr_db"] for layer in layers])
+    fp32 = [i for i, layer in enumerate(layers) if not layer["precision"].startswith("int")]
+    if fp32:
+        ax.plot(fp32, [floor - 2] * len(fp32), "k|", markersize=10, label="layer not in int8")
+    ax.set_ylim(floor - 4, None)
+    ax.set_xlabel("layer (graph order)")
+    ax.set_ylabel("dB (higher is closer to the reference)")
+    ax.legend(fontsize=7, loc="upper right")
+
+
+def _draw_recovery(ax: Any, rows: list[dict[str, Any]]) -> None:
+    curve = [row for row in rows if row["k"] is not None]
+    ks = [row["k"] for row in curve]
+    ax.plot(ks, [row["top1"] for row in curve], "o-", color="tab:green", label="top-1 %")
+    ref = next((row for row in rows if row["k"] is None), None)
+    if ref:
+        ax.axhline(ref["top1"], color="tab:green", linestyle="--", label=ref["label"])
+    ax.set_xlabel("K layers kept in FP32")
+    ax.set_ylabel("top-1 %")
+    speed = ax.twinx()
+    medians = [row["samples_per_s"]["median"] for row in curve]
+    low = [m - (row["samples_per_s"]["low"] or m) for m, row in zip(medians, curve, strict=True)]
+    high = [(row["samples_per_s"]["high"] or m) - m for m, row in zip(medians, curve, strict=True)]
+    speed.errorbar(ks, medians, yerr=[low, high], fmt="s-", color="tab:purple", capsize=3,
+                   label="samples/s")
+    speed.set_ylabel("samples/s (95% interval)")
+    ax.legend(fontsize=7, loc="lower left")
+    speed.legend(fontsize=7, loc="lower right")

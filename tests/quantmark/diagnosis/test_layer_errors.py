@@ -1,0 +1,95 @@
+"""Matching two captures' layers and the error figures, on hand-made layers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from quantmark.diagnosis import layer_errors as le
+from quantmark.sut.layers import LayerOutput
+
+
+def _layer(name, shape=(2, 4, 3, 3), value=None, inputs=(), op="Conv", precision="int8"):
+    data = np.ones(shape, np.float32) if value is None else value
+    return LayerOutput(name, op, precision, data, inputs)
+
+
+def test_names_pair_first_and_the_rest_by_position_and_shape():
+    test = [_layer("a"), _layer("x1"), _layer("c", (2, 8)), _layer("x2", (2, 4, 3, 3))]
+    ref = [_layer("a"), _layer("b"), _layer("c", (2, 8)), _layer("d", (2, 5))]
+    matching = le.match(test, ref)
+    pairs = {p.name: (p.reference, p.matched_by) for p in matching.pairs}
+    assert pairs == {"a": ("a", "name"), "x1": ("b", "position+shape"), "c": ("c", "name")}
+    # x2 comes after c: the only same-shaped reference layers left are before c, so none
+    assert matching.unmatched_test == ["x2"]
+    assert matching.unmatched_reference == ["d"]
+    assert matching.by_method() == {"name": 2, "position+shape": 1}
+
+
+def test_a_name_with_another_shape_is_not_a_match():
+    matching = le.match([_layer("a", (1, 3))], [_layer("a", (1, 4))])
+    assert matching.pairs == [] and matching.unmatched_test == ["a"]
+
+
+def test_sqnr_and_cosine_accumulate_over_chunks_as_over_the_whole():
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(8, 16)).astype(np.float32)
+    test = ref + rng.normal(scale=0.1, size=ref.shape).astype(np.float32)
+    matching = le.match([_layer("a", (8, 16))], [_layer("a", (8, 16))])
+    for start in (0, 3, 5):
+        stop = {0: 3, 3: 5, 5: 8}[start]
+        le.accumulate(matching, [_layer("a", value=test[start:stop])],
+                      [_layer("a", value=ref[start:stop])])
+    pair = matching.pairs[0]
+    want_sqnr = 10 * math.log10((ref.astype(float) ** 2).sum()
+                                / ((ref.astype(float) - test) ** 2).sum())
+    want_cos = float((ref * test).sum() / np.sqrt((ref ** 2).sum() * (test ** 2).sum()))
+    assert pair.sqnr_db == pytest.approx(want_sqnr, abs=1e-6)
+    assert pair.cosine == pytest.approx(want_cos, abs=1e-6)
+    assert pair.count == 8
+
+
+def test_identical_outputs_are_clean_and_a_shape_change_is_an_error():
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    matching = le.match([_layer("a", (2, 6))], [_layer("a", (2, 6))])
+    le.accumulate(matching, [_layer("a", value=x)], [_layer("a", value=x)])
+    assert matching.pairs[0].sqnr_db == le.CLEAN_DB and matching.pairs[0].cosine == 1.0
+    with pytest.raises(ValueError, match="shape"):
+        le.accumulate(matching, [_layer("a", value=x[:1])], [_layer("a", value=x)])
+
+
+def _pairs(sqnrs: dict[str, float], inputs: dict[str, tuple[str, ...]]) -> list[le.Pair]:
+    pairs = []
+    for name, sqnr in sqnrs.items():
+        pair = le.Pair(name, "Conv", "int8", name, "Conv", "fp32", "name",
+                       inputs.get(name, ()), (4,))
+        pair.signal, pair.noise = 1.0, 10 ** (-sqnr / 10)
+        pairs.append(pair)
+    le.attribute(pairs)
+    return pairs
+
+
+def test_a_layer_is_charged_only_for_what_it_loses_against_its_noisiest_input():
+    pairs = _pairs({"stem": 32.0, "b": 22.0, "c": 25.0, "add": 20.0, "d": 12.0},
+                   {"b": ("stem",), "c": ("stem",), "add": ("b", "c"), "d": ("add",)})
+    lost = {p.name: round(p.lost_db, 6) for p in pairs}
+    # the stem is above the lossless line; add loses 2 dB against b, its noisier input
+    assert lost == {"stem": 0.0, "b": 8.0, "c": 5.0, "add": 2.0, "d": 8.0}
+    assert [p.name for p in le.worst(pairs, 2)] == ["d", "b"]  # tie: the lower SQNR first
+
+
+def test_without_graph_inputs_the_previous_layer_is_the_input():
+    pairs = _pairs({"a": 40.0, "b": 20.0, "c": 21.0}, {})
+    assert [round(p.lost_db, 6) for p in pairs] == [0.0, 10.0, 0.0]
+
+
+def test_the_first_jump_is_the_first_layer_near_the_worst_loss():
+    pairs = _pairs({"a": 28.0, "b": 21.5, "c": 13.5, "d": 6.5}, {})
+    # a loses 2 dB (against a lossless input), b 6.5, c 8, d 7: the jump threshold is 7 (the
+    # worst's 8 less 1), so b, though past 6 dB, is not it: c is the first
+    assert le.first_jump(pairs).name == "c"
+    quiet = _pairs({"a": 28.0, "b": 25.0}, {})
+    assert le.first_jump(quiet) is None  # nothing loses 6 dB
+    assert le.first_jump([]) is None
