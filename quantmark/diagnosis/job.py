@@ -215,7 +215,9 @@ def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
     ranked = excludable(pairs, max(points))
     variants = [recovery.Variant("K=0", 0, [], test[0], describe=test[0].describe())]
     for k in points[1:]:
-        recipe = Recipe(exclude=tuple(ranked[:k]), damage=config.damage)
+        # a fault lives in a layer's quantization: a layer kept in FP32 has none
+        recipe = Recipe(exclude=tuple(ranked[:k]), damage=tuple(
+            (name, factor) for name, factor in config.damage if name not in ranked[:k]))
         backend, _ = build(config, config.sut, spec, calibration, recipe)
         variants.append(recovery.Variant(f"K={k}", k, ranked[:k], backend,
                                          describe=backend.describe()))

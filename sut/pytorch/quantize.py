@@ -18,6 +18,9 @@ the FX graph module itself can only be pickled (code in the cache), and nothing 
 eager-mode quantized model. Note that torch 2.13 also deprecates ``torch.ao.quantization`` and
 the quantized tensor dtypes themselves (successor: torchao's PT2E flow); they still run here.
 
+A layer recipe (``sut.layers.Recipe``, see ``recipe``) keeps modules in FP32 (qconfig None) or
+damages weights; it joins the cache key only when it changes something.
+
 Dynamic INT8 (``quantize_dynamic`` on ``nn.Linear``) takes milliseconds and is applied at load,
 not cached: on a CNN it quantizes only the classifier, and the SUT says so.
 """
@@ -28,6 +31,7 @@ import collections
 import contextlib
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +45,8 @@ from quantmark.ground.errors import SutError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
+from quantmark.sut.layers import Recipe
+from quantmark.sut.pytorch import recipe as lr
 
 ENGINE = "x86"
 STATIC_RECIPE: dict[str, Any] = {
@@ -235,62 +241,92 @@ def _prepare_for_fx(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, i
     return model, rewritten
 
 
-def static_key(spec: ModelSpec, fp32: Artifact, calibration_hash: str) -> str:
+def static_key(spec: ModelSpec, fp32: Artifact, calibration_hash: str,
+               recipe: Recipe | None = None) -> str:
+    """The INT8 artifact's cache key; a layer recipe is part of it only when it changes
+    something, so ``Recipe()`` keeps the key (and the cached file) of the normal SUT."""
+    layers = recipe.key() if recipe is not None else {}
     return hash_json({"what": "torch-fx-int8", "model": spec.name, "fp32": fp32.source_hash,
                       "calibration": calibration_hash, "recipe": STATIC_RECIPE,
-                      "torch": torch.__version__})
+                      "torch": torch.__version__, **({"layers": layers} if layers else {})})
+
+
+def build_static_fx(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
+                    recipe: Recipe | None = None) -> tuple[nn.Module, torch.Tensor, dict]:
+    """The converted FX GraphModule of the static recipe (+ ``recipe``), its probe batch and
+    build facts. Deterministic: diagnose rebuilds it to hook the modules of the cached script."""
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    recipe = recipe or Recipe()
+    use_x86_engine()
+    model = load_fp32_model(spec, fp32)
+    probe = torch.from_numpy(np.ascontiguousarray(calibration[:2], dtype=np.float32))
+    t0 = time.perf_counter()
+    model, rewritten = _prepare_for_fx(model, probe)
+    lr.check_names(model, recipe)
+    try:
+        with quiet():
+            prepared = prepare_fx(model, lr.qconfig_mapping(ENGINE, recipe),
+                                  example_inputs=(probe,))
+    except Exception as exc:  # FX symbolic tracing fails in many ways on dynamic code
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise SutError(f"torch FX cannot trace {spec.name} for INT8: {cause}") from exc
+    relu6_folded = fold_relu6_ranges(prepared)
+    t1 = time.perf_counter()
+    with torch.no_grad():
+        for batch in _batches(calibration, STATIC_RECIPE["calibration_batch"]):
+            prepared(batch)
+    t2 = time.perf_counter()
+    with quiet():
+        quantized = convert_fx(prepared)
+    damaged = lr.damage_weights(quantized, recipe)
+    facts = {"same_padding_convs_rewritten": rewritten, "relu6_ranges_folded": relu6_folded,
+             "calibration_s": t2 - t1, "quantize_s": time.perf_counter() - t0,
+             **({"layer_recipe": recipe.key(), "damaged": damaged} if recipe.key() else {})}
+    return quantized, probe, facts
+
+
+_SOURCES: dict[str, tuple[ModelSpec, Artifact, Recipe, weakref.ref]] = {}
+
+
+def static_source(key: str) -> tuple[ModelSpec, Artifact, Recipe, np.ndarray] | None:
+    """What built the INT8 artifact ``key`` in this process (spec, FP32 weights, recipe,
+    calibration), while its calibration array is alive (a backend keeps a view of it)."""
+    entry = _SOURCES.get(key)
+    data = entry[3]() if entry else None
+    return None if entry is None or data is None else (entry[0], entry[1], entry[2], data)
 
 
 def quantize_static_int8(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
-                         calibration_hash: str) -> Artifact:
-    """INT8 TorchScript of ``fp32``'s model, calibrated on ``calibration`` [N,3,S,S] (cached)."""
-    from torch.ao.quantization import get_default_qconfig_mapping
-    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
-
+                         calibration_hash: str, recipe: Recipe | None = None) -> Artifact:
+    """INT8 TorchScript of ``fp32``'s model, calibrated on ``calibration`` [N,3,S,S] (cached);
+    ``recipe`` keeps modules in FP32 or damages weights (``recipe`` module)."""
     if calibration.ndim != 4 or calibration.shape[1] != 3 or len(calibration) == 0:
         raise ValueError(f"calibration must be a non-empty [N,3,H,W] array, "
                          f"got {calibration.shape}")
-    key = static_key(spec, fp32, calibration_hash)
+    recipe = recipe or Recipe()
+    key = static_key(spec, fp32, calibration_hash, recipe)
+    _SOURCES[key] = (spec, fp32, recipe, weakref.ref(calibration))
 
     def build(folder: Path) -> Artifact:
         progress(f"quantizing {spec.name} to INT8 (torch FX, x86) on {len(calibration)} "
                   "calibration samples ...")
-        use_x86_engine()
-        model = load_fp32_model(spec, fp32)
-        probe = torch.from_numpy(np.ascontiguousarray(calibration[:2], dtype=np.float32))
-        t0 = time.perf_counter()
-        model, rewritten = _prepare_for_fx(model, probe)
-        try:
-            with quiet():
-                prepared = prepare_fx(model, get_default_qconfig_mapping(ENGINE),
-                                      example_inputs=(probe,))
-        except Exception as exc:  # FX symbolic tracing fails in many ways on dynamic code
-            cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise SutError(f"torch FX cannot trace {spec.name} for INT8: {cause}") from exc
-        relu6_folded = fold_relu6_ranges(prepared)
-        t1 = time.perf_counter()
-        with torch.no_grad():
-            for batch in _batches(calibration, STATIC_RECIPE["calibration_batch"]):
-                prepared(batch)
-        t2 = time.perf_counter()
-        with quiet():
-            quantized = convert_fx(prepared)
-        quantize_s = time.perf_counter() - t0
+        quantized, probe, facts = build_static_fx(spec, fp32, calibration, recipe)
+        calibration_s, quantize_s = facts.pop("calibration_s"), facts.pop("quantize_s")
         out = folder / f"{spec.name}-int8.torchscript"
         trace_s = _save_verified_script(quantized, probe, calibration, out)
         progress(f"quantized {spec.name} in {quantize_s:.1f} s")
         meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "user_file")}
         meta.update({
             "quant_recipe": STATIC_RECIPE, "calibration_hash": calibration_hash,
-            "calibration_samples": int(len(calibration)), "fp32_key": fp32.key,
-            "same_padding_convs_rewritten": rewritten, "relu6_ranges_folded": relu6_folded,
+            "calibration_samples": int(len(calibration)), "fp32_key": fp32.key, **facts,
             "fx_modules": module_classes(quantized),
             "sha256": hash_file(out),
         })
         return Artifact(
             path=out, format="torchscript", precision="int8", key=key, weights=fp32.weights,
             source_hash=fp32.source_hash,
-            times={"calibration_s": round(t2 - t1, 3), "quantize_s": round(quantize_s, 3),
+            times={"calibration_s": round(calibration_s, 3), "quantize_s": round(quantize_s, 3),
                    "trace_s": round(trace_s, 3)},
             meta=meta,
         )

@@ -29,10 +29,11 @@ CUDA calls go through cuda-python (``sut.tensorrt.cuda_runtime``).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +50,9 @@ from quantmark.sut.tensorrt.calibration import (
 )
 from quantmark.sut.tensorrt.cuda_runtime import gpu_identity
 
+if TYPE_CHECKING:
+    from quantmark.sut.layers import Recipe
+
 #: everything about how an engine is built that is not an argument of ``engine_cache_key``
 BUILD_RECIPE: dict[str, Any] = {"profiling_verbosity": "DETAILED", "int8_also_fp16": True,
                                 "fp32_tf32": False, "calibrator": CALIBRATOR,
@@ -62,16 +66,21 @@ PLAN_SUFFIX = ".plan"
 
 def engine_cache_key(onnx_key: str, precision: str, profile: BatchProfile, trt_version: str,
                      gpu_name: str, compute_capability: str, calibration_hash: str | None,
-                     route: str | None) -> str:
-    """Stable hash of everything that decides an engine; any changed field changes it."""
+                     route: str | None, layer_recipe: dict[str, Any] | None = None) -> str:
+    """Stable hash of everything that decides an engine; any changed field changes it.
+    ``layer_recipe`` (``Recipe.key()``: layers kept in FP32) joins the key only when non-empty,
+    so the SUT's normal engine keeps the key it always had."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    return hash_json({
+    fields: dict[str, Any] = {
         "what": "tensorrt-engine", "onnx": onnx_key, "precision": precision,
         "profile": profile.to_json(), "tensorrt": trt_version, "gpu": gpu_name,
         "compute_capability": compute_capability, "calibration": calibration_hash,
         "route": route, "recipe": BUILD_RECIPE,
-    })
+    }
+    if layer_recipe:
+        fields["layer_recipe"] = layer_recipe
+    return hash_json(fields)
 
 
 # --------------------------------------------------------------------------- batch profile
@@ -123,6 +132,51 @@ def check_trt_supports(trt: Any, precision: str, route: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- engine build
+
+#: one ONNX node in a layer's metadata; a fused layer joins several with \x1f or \x1e
+ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+#: network layers a precision constraint means nothing for (no arithmetic on float values)
+UNCONSTRAINED_LAYERS = ("CONSTANT", "SHAPE", "QUANTIZE", "DEQUANTIZE", "ASSERTION")
+
+
+def onnx_nodes(metadata: Any) -> list[str]:
+    """The ONNX node names in TensorRT's layer metadata ("[ONNX Layer: /conv/Conv]", which the
+    ONNX parser writes on every layer it makes; fused engine layers list each node)."""
+    return ONNX_LAYER.findall(str(metadata or ""))
+
+
+def layer_node(layer: Any) -> str:
+    """The ONNX node a network layer was parsed from: its metadata, else the layer's name
+    (the parser names a node's main layer after the node)."""
+    found = onnx_nodes(getattr(layer, "metadata", ""))
+    return found[0] if found else str(layer.name)
+
+
+def keep_fp32(trt: Any, network: Any, config: Any, exclude: Any) -> dict[str, list[str]]:
+    """Force every network layer of the ONNX nodes ``exclude`` to compute and output FP32
+    (``ILayer.precision``, ``set_output_type``) and make the builder obey
+    (``BuilderFlag.OBEY_PRECISION_CONSTRAINTS``; PREFER would let it fall back silently).
+    Returns {node: [network layers forced]}; a node with no layer is refused."""
+    forced: dict[str, list[str]] = {name: [] for name in exclude}
+    floats = (trt.float32, trt.float16)
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        node = layer_node(layer)
+        if node not in forced or getattr(layer.type, "name", str(layer.type)) in \
+                UNCONSTRAINED_LAYERS:
+            continue
+        layer.precision = trt.float32
+        for out in range(layer.num_outputs):
+            if layer.get_output(out).dtype in floats:
+                layer.set_output_type(out, trt.float32)
+        forced[node].append(str(layer.name))
+    missing = sorted(name for name, layers in forced.items() if not layers)
+    if missing:
+        raise UserError(f"no layer of the TensorRT network comes from ONNX node(s) "
+                        f"{', '.join(missing)}: name them as `run.py diagnose` lists them")
+    config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    return forced
+
 
 def _parse(trt: Any, builder: Any, logger: Any, path: Path) -> tuple[Any, Any]:
     """TensorRT's network of the ONNX file (and its parser, which must outlive the build);
@@ -200,16 +254,36 @@ def _engine_meta(onnx_artifact: Artifact, plan: Path, tensor: Any, route: str | 
     return meta
 
 
+def check_recipe(precision: str, route: str | None, recipe: Recipe | None) -> None:
+    """Refuse, in one line, a recipe this build cannot honour: faults (TensorRT injects none),
+    layers kept in FP32 of an FP32 engine, or of the QDQ route (explicit quantization obeys
+    its Q/DQ nodes, not layer precisions: exclude there by leaving the node unquantized)."""
+    if recipe is None or not recipe.key():
+        return
+    if recipe.damage:
+        raise UserError("the TensorRT SUTs inject no faults (no --damage); damage a model "
+                        "another framework quantizes")
+    if precision == "fp32":
+        raise UserError("trt-fp32 runs every layer in FP32 already: nothing to exclude")
+    if route == "qdq":
+        raise UserError("trt-int8's qdq route quantizes where its Q/DQ nodes say, whatever the "
+                        "layer precisions: exclude layers with the calibrator route "
+                        "(trt_int8_route=calibrator)")
+
+
 def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile, *,
                  route: str | None = None, calibration: np.ndarray | None = None,
-                 calibration_hash: str | None = None) -> Artifact:
+                 calibration_hash: str | None = None, recipe: Recipe | None = None) -> Artifact:
     """The cached TensorRT engine of ``onnx_artifact`` at ``precision`` for ``profile``.
 
     ``route`` is "calibrator" or "qdq" for INT8 (None otherwise); the calibrator route needs the
-    NCHW float32 ``calibration`` array, both INT8 routes its ``calibration_hash``.
+    NCHW float32 ``calibration`` array, both INT8 routes its ``calibration_hash``. ``recipe``
+    keeps its ``exclude`` ONNX nodes in FP32 (``keep_fp32``); TensorRT injects no faults.
     """
     import tensorrt as trt
 
+    layer_recipe = recipe.key() if recipe is not None else {}
+    check_recipe(precision, route, recipe)
     check_trt_supports(trt, precision, route)
     if precision == "int8" and route not in ROUTES:
         raise ValueError(f"INT8 route must be one of {ROUTES}, got {route!r}")
@@ -219,7 +293,7 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
     model = onnx_artifact.meta.get("model", onnx_artifact.path.stem)
     key = engine_cache_key(onnx_artifact.key, precision, profile, trt.__version__, gpu,
                            capability, calibration_hash if precision == "int8" else None,
-                           route if precision == "int8" else None)
+                           route if precision == "int8" else None, layer_recipe or None)
     calibration_file = (calibration_cache_path(model, onnx_artifact.key, calibration_hash or "",
                                                trt.__version__)
                         if precision == "int8" and route == "calibrator" else None)
@@ -233,6 +307,7 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
         network, _parser = _parse(trt, builder, logger, onnx_artifact.path)
         tensor = network.get_input(0)
         config, built_profile = _configure(trt, builder, tensor, precision, profile)
+        forced = keep_fp32(trt, network, config, recipe.exclude) if layer_recipe else None
         calibrator = batcher = cache = None
         if precision == "int8" and route == "calibrator":
             calibrator, batcher, cache = _attach_calibrator(builder, config, tensor, calibration,
@@ -246,6 +321,8 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
         meta = _engine_meta(onnx_artifact, out, tensor, route, {
             "tensorrt": trt.__version__, "gpu": gpu, "compute_capability": capability,
             "profile": built_profile.to_json(), "requested_profile": profile.to_json()})
+        if forced is not None:
+            meta["layer_recipe"] = {**layer_recipe, "fp32_layers": forced}
         if cache is not None:
             meta["calibration"] = {"hash": calibration_hash, "samples": int(len(calibration)),
                                    "batch": CALIBRATION_BATCH, "cache_file": str(cache.path),

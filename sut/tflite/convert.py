@@ -12,7 +12,14 @@ so they compute the same function as the TF SUTs. Four recipes, TensorFlow's sta
   tensors of >= 1024 elements, activations quantized per sample at run time. XNNPACK's output
   matches a numpy forward with per-sample asymmetric int8 activations to 3e-6.
 * ``int8``: full integer, calibrated on the shared calibration set (one sample per yield),
-  ``TFLITE_BUILTINS_INT8`` only, int8 input and output.
+  ``TFLITE_BUILTINS_INT8`` only, int8 input and output. A ``Recipe`` that keeps layers in
+  float (``run.py diagnose --recover``) goes through TF's own per-node exclusion instead:
+  ``tf.lite.experimental.QuantizationDebugger`` calibrates with the same converter and
+  ``QuantizationDebugOptions(denylisted_nodes=..., fully_quantize=True)`` quantizes the rest
+  with int8 input and output (``fully_quantize``; the debugger leaves ``inference_input_type``
+  unused), adding DEQUANTIZE/QUANTIZE around each float op. A recipe's ``damage`` edits the
+  converted flatbuffer (``tensorflow.lite.tools.flatbuffer_utils``): the op's int8 weights
+  re-quantized over a range ``factor`` times too wide, its int32 bias likewise.
 
 Everything here that reads a .tflite uses ai-edge-litert only, never TensorFlow: a Raspberry Pi
 with just ai-edge-litert + numpy can validate and run a user's .tflite (``load_user_tflite``).
@@ -33,6 +40,7 @@ from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.exported import read_record, verify_record
 from quantmark.models.saved_model import tensorflow_version
+from quantmark.sut.layers import Recipe
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -49,6 +57,12 @@ SUT_PRECISION = {"tflite-fp32": "fp32", "tflite-fp16": "fp16", "tflite-int8dyn":
 COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
                "BATCH_MATMUL", "CONV_3D")
 INPUT_TYPES = ("float32", "int8", "uint8")
+#: how a recipe's excluded layers are kept in float (part of such an artifact's cache key)
+EXCLUSION = ("TFLite QuantizationDebugger denylisted_nodes (op output tensor names kept in "
+             "float, fully_quantize=True)")
+#: how a recipe's damage is injected
+DAMAGE = ("the converted .tflite edited with tensorflow.lite.tools.flatbuffer_utils: the op's "
+          "int8 weight scales x factor and values / factor (rounded), its int32 bias likewise")
 _INTEGER = ("int8", "uint8", "int16")
 
 
@@ -57,11 +71,12 @@ def _dtype(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- reading a .tflite (no TF)
-def open_interpreter(path: str | Path, **kwargs: Any) -> Any:
-    """An ai-edge-litert interpreter for ``path``; kwargs go to ``Interpreter``."""
+def open_interpreter(path: str | Path | None, **kwargs: Any) -> Any:
+    """An ai-edge-litert interpreter for ``path`` (None: pass ``model_content``); kwargs go to
+    ``Interpreter``."""
     from ai_edge_litert.interpreter import Interpreter
 
-    return Interpreter(model_path=str(path), **kwargs)
+    return Interpreter(model_path=None if path is None else str(path), **kwargs)
 
 
 def inspect_file(path: str | Path) -> dict[str, Any]:
@@ -242,13 +257,31 @@ def check_precision(artifact: Artifact, sut: str) -> None:
 
 
 # ---------------------------------------------------------------- conversion (needs TF)
-def tflite_key(saved: Artifact, precision: str, calibration_hash: str | None = None) -> str:
-    return hash_json({"what": "tflite", "saved_model": saved.key, "precision": precision,
-                      "tensorflow": tensorflow_version(), "recipe": RECIPES[precision],
-                      "calibration": calibration_hash if precision == "int8" else None})
+def tflite_key(saved: Artifact, precision: str, calibration_hash: str | None = None,
+               recipe: Recipe | None = None) -> str:
+    """The artifact key; a changed recipe joins it only when it changes something, so the
+    normal artifacts keep their keys."""
+    what: dict[str, Any] = {"what": "tflite", "saved_model": saved.key, "precision": precision,
+                            "tensorflow": tensorflow_version(), "recipe": RECIPES[precision],
+                            "calibration": calibration_hash if precision == "int8" else None}
+    if recipe is not None and recipe.key():
+        what.update({"recipe_changes": recipe.key(), "exclusion": EXCLUSION,
+                     "damage": DAMAGE if recipe.damage else None})
+    return hash_json(what)
 
 
-def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None) -> bytes:
+def _check_recipe(precision: str, recipe: Recipe | None) -> None:
+    if recipe is None or not recipe.key():
+        return
+    if any(not factor > 0 for _, factor in recipe.damage):
+        raise UserError(f"tflite: damage factors must be positive: {recipe.damage}")
+    if precision != "int8":
+        raise UserError(f"tflite-{precision} has no calibrated quantization whose layers could "
+                        "be kept in float; only tflite-int8 takes a recipe")
+
+
+def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
+             recipe: Recipe | None = None) -> bytes:
     import tensorflow as tf
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir),
@@ -268,32 +301,43 @@ def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None) ->
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
+        if recipe is not None and recipe.key():
+            from quantmark.sut.tflite.diagnose import convert_excluding, damage_weights
+
+            flatbuffer = (convert_excluding(converter, representative, recipe.exclude)
+                          if recipe.exclude else converter.convert())
+            return damage_weights(flatbuffer, recipe.damage) if recipe.damage else flatbuffer
     return converter.convert()
 
 
 def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | None = None,
-                   calibration_hash: str | None = None) -> Artifact:
+                   calibration_hash: str | None = None, recipe: Recipe | None = None) -> Artifact:
     """The SavedModel ``saved`` converted with recipe ``precision`` (cached).
 
     ``calibration``: float32 samples in the SavedModel's layout; int8 only, with its hash.
+    ``recipe``: layers kept in float or damaged (int8 only); ``Recipe()`` or None: the
+    normal model, under its usual key.
     """
     if precision == "int8" and (calibration is None or not calibration_hash
                                 or calibration.ndim != 4 or len(calibration) == 0):
         raise ValueError("int8 conversion needs a non-empty [N,H,W,C] calibration array and "
                          "its hash")
+    _check_recipe(precision, recipe)
     model = saved.meta.get("model", "model")
-    key = tflite_key(saved, precision, calibration_hash)
+    key = tflite_key(saved, precision, calibration_hash, recipe)
+    changes = recipe.key() if recipe is not None else {}
+    suffix = "".join(f"-{what}{len(items)}" for what, items in changes.items())  # type: ignore
 
     def build(folder: Path) -> Artifact:
         what = (f"calibrating on {len(calibration)} samples and converting"
                 if precision == "int8" and calibration is not None else "converting")
-        progress(f"{what} {model} SavedModel -> TFLite {precision} ...")
+        progress(f"{what} {model} SavedModel -> TFLite {precision}{suffix} ...")
         import tensorflow  # noqa: F401 - imported before the clock: seconds, not conversion
 
         started = time.perf_counter()
-        flatbuffer = _convert(saved.path.parent, precision, calibration)
+        flatbuffer = _convert(saved.path.parent, precision, calibration, recipe)
         convert_s = time.perf_counter() - started
-        out = folder / f"{model}-{precision}.tflite"
+        out = folder / f"{model}-{precision}{suffix}.tflite"
         out.write_bytes(flatbuffer)
         progress(f"converted {model} to TFLite {precision} in {convert_s:.1f} s")
         summary = inspect_file(out)
@@ -314,8 +358,11 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
             "input": summary["inputs"][0], "tensor_types": summary["tensor_types"],
         })
         if precision == "int8" and calibration is not None:
+            from quantmark.sut.tflite.diagnose import recipe_meta
+
             meta.update({"calibration_hash": calibration_hash,
-                         "calibration_samples": int(len(calibration))})
+                         "calibration_samples": int(len(calibration)),
+                         **recipe_meta(out, recipe)})
         return Artifact(path=out, format="tflite", precision=precision, key=key,
                         weights=saved.weights, source_hash=saved.key,
                         times={**saved.times, "tflite_convert_s": round(convert_s, 3)},
@@ -324,13 +371,20 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
     return cached_build(model, key, build)
 
 
-def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any) -> Artifact:
+def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any,
+                   recipe: Recipe | None = None) -> Artifact:
     """The .tflite a TFLite SUT runs: the user's file as is, or converted for the SUT.
 
     ``model_path``: None (built-in weights), a .tflite, a torch state_dict, an .onnx or a
     SavedModel directory. ``calibration`` (``arrays(layout)``, ``hash()``) is read for int8 only.
+    ``recipe``: tflite-int8 only, layers kept in float (not for a user's .tflite).
     """
     precision = SUT_PRECISION[sut]
+    _check_recipe(precision, recipe)
+    changed = recipe is not None and bool(recipe.key())
+    if changed and model_path is not None and str(model_path).endswith(".tflite"):
+        raise UserError(f"--model-path {model_path}: a ready .tflite cannot be re-quantized; "
+                        "pass its SavedModel, .onnx or .pt and quantmark converts it")
     if model_path is not None and str(model_path).endswith(".tflite"):
         artifact = load_user_tflite(model_path, spec)
         check_precision(artifact, sut)
@@ -350,4 +404,5 @@ def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any
     if precision != "int8":
         return convert_tflite(saved, precision)
     layout = saved.meta.get("layout", "NHWC")
-    return convert_tflite(saved, precision, calibration.arrays(layout), calibration.hash())
+    return convert_tflite(saved, precision, calibration.arrays(layout), calibration.hash(),
+                          recipe)
