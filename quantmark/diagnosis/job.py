@@ -145,7 +145,7 @@ def capture_errors(config: DiagnoseConfig, data: Data, test: tuple[Backend, Modu
         layer_errors.accumulate(matching, got.layers, want.layers)
         log.info("captured samples %d-%d of %d", start, stop, count)
     assert matching is not None
-    layer_errors.attribute(matching.pairs)
+    layer_errors.attribute(matching.pairs, matching.inputs_of)
     return matching, methods
 
 

@@ -1,9 +1,10 @@
 """Pairing two captures' layers and measuring how far one drifts from the other.
 
 Pure numpy, no framework: the reduced-precision model's layers are matched to the reference's
-by name where the converter kept names, else by position in the graph among layers of the same
-shape; each pair accumulates its error over the captured samples (chunk by chunk, so no chunk
-needs to be kept); then the error each layer adds is separated from the error it receives.
+by name where the converter kept names, else by position in the graph, op kind and output
+shape (so two frameworks' captures pair up); each pair accumulates its error over the captured
+samples (chunk by chunk, so no chunk needs to be kept); then the error each layer causes is
+told from the error it receives.
 
 * SQNR (dB) = 10 log10(sum(ref^2) / sum((ref - test)^2)): signal to quantization noise.
 * cosine = sum(ref * test) / sqrt(sum(ref^2) sum(test^2)).
@@ -19,6 +20,7 @@ needs to be kept); then the error each layer adds is separated from the error it
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -86,6 +88,8 @@ class Matching:
     pairs: list[Pair]
     unmatched_test: list[str] = field(default_factory=list)
     unmatched_reference: list[str] = field(default_factory=list)
+    #: every test layer's producers, matched or not (to see through an unmatched one)
+    inputs_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def by_method(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -98,35 +102,53 @@ def _shape(layer: LayerOutput) -> tuple[int, ...]:
     return tuple(int(d) for d in layer.value.shape[1:])
 
 
+#: what an op computes, by a word in its name, whatever the framework calls it (Conv, Conv2d,
+#: ConvReLU2d, CONV_2D, GroupConvolution; Gemm, Linear, FULLY_CONNECTED ...): first word wins
+_KINDS = (("matmul", ("matmul", "gemm", "linear", "fully_connected")), ("conv", ("conv",)),
+          ("add", ("add",)), ("mul", ("mul",)), ("pool", ("pool",)),
+          ("mean", ("mean", "reduce")))
+
+
+def op_kind(op_type: str) -> str:
+    """The kind of computation ``op_type`` names, comparable across frameworks."""
+    lower = op_type.lower()
+    return next((kind for kind, words in _KINDS if any(w in lower for w in words)), lower)
+
+
+def _token(layer: LayerOutput) -> tuple[str, tuple[int, ...]]:
+    return op_kind(layer.op_type), _shape(layer)
+
+
 def match(test: Sequence[LayerOutput], reference: Sequence[LayerOutput]) -> Matching:
-    """Pair each ``test`` layer with a ``reference`` layer: by name first; the rest in graph
-    order, each with the next unpaired reference layer of the same output shape (after the
-    last pair made, so order is kept)."""
+    """Pair each ``test`` layer with a ``reference`` layer: by name first (same output shape);
+    then, between consecutive name pairs, by graph position: the two runs of (op kind, output
+    shape) aligned as a diff aligns lines (``difflib``), so a layer one graph has and the other
+    lacks (a residual Add one framework captures, another does not) shifts nothing after it."""
     ref_index = {layer.name: i for i, layer in enumerate(reference)}
-    paired: dict[int, tuple[int, str]] = {}
+    named: list[tuple[int, int]] = []
     for i, layer in enumerate(test):
         j = ref_index.get(layer.name)
-        if j is not None and _shape(reference[j]) == _shape(layer):
-            paired[i] = (j, "name")
+        if j is not None and _shape(reference[j]) == _shape(layer) and (
+                not named or j > named[-1][1]):  # in order: graph position agrees
+            named.append((i, j))
+    paired = {i: (j, "name") for i, j in named}
+    bounds = [(-1, -1)] + named + [(len(test), len(reference))]
+    for (i0, j0), (i1, j1) in zip(bounds, bounds[1:], strict=False):
+        test_run = [_token(layer) for layer in test[i0 + 1:i1]]
+        ref_run = [_token(layer) for layer in reference[j0 + 1:j1]]
+        aligner = difflib.SequenceMatcher(None, test_run, ref_run, autojunk=False)
+        for block in aligner.get_matching_blocks():
+            for k in range(block.size):
+                paired[i0 + 1 + block.a + k] = (j0 + 1 + block.b + k, "position+shape")
     taken = {j for j, _ in paired.values()}
-    floor = -1
-    for i, layer in enumerate(test):
-        if i in paired:
-            floor = max(floor, paired[i][0])
-            continue
-        j = next((j for j in range(floor + 1, len(reference))
-                  if j not in taken and _shape(reference[j]) == _shape(layer)), None)
-        if j is not None:
-            paired[i] = (j, "position+shape")
-            taken.add(j)
-            floor = j
     pairs = [Pair(layer.name, layer.op_type, layer.precision, reference[j].name,
                   reference[j].op_type, reference[j].precision, how, layer.inputs,
                   _shape(layer))
              for i, layer in enumerate(test) if i in paired
              for j, how in [paired[i]]]
     return Matching(pairs, [layer.name for i, layer in enumerate(test) if i not in paired],
-                    [layer.name for j, layer in enumerate(reference) if j not in taken])
+                    [layer.name for j, layer in enumerate(reference) if j not in taken],
+                    {layer.name: tuple(layer.inputs) for layer in test})
 
 
 def accumulate(matching: Matching, test: Sequence[LayerOutput],
@@ -142,13 +164,32 @@ def accumulate(matching: Matching, test: Sequence[LayerOutput],
         pair.add(ref, got)
 
 
-def attribute(pairs: list[Pair]) -> None:
-    """Set each pair's ``lost_db`` against its noisiest producer (the previous layer when the
-    graph named none; a lossless input for the first)."""
+def matched_producers(name: str, inputs_of: dict[str, tuple[str, ...]],
+                      matched: set[str]) -> list[str]:
+    """The nearest matched layers feeding ``name``, looking through unmatched ones (a residual
+    Add only one framework captures)."""
+    found, seen = [], set()
+    stack = list(inputs_of.get(name, ()))
+    while stack:
+        producer = stack.pop()
+        if producer in seen:
+            continue
+        seen.add(producer)
+        if producer in matched:
+            found.append(producer)
+        else:
+            stack.extend(inputs_of.get(producer, ()))
+    return found
+
+
+def attribute(pairs: list[Pair], inputs_of: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Set each pair's ``lost_db`` against its noisiest matched producer (the previous layer
+    when the graph named none; a lossless input for the first)."""
     sqnr = {pair.name: pair.sqnr_db for pair in pairs}
+    graph = inputs_of or {pair.name: pair.inputs for pair in pairs}
     for index, pair in enumerate(pairs):
-        known = [sqnr[name] for name in pair.inputs if name in sqnr]
-        if not known and index and not pair.inputs:
+        known = [sqnr[name] for name in matched_producers(pair.name, graph, set(sqnr))]
+        if not known and index and not graph.get(pair.name):
             known = [pairs[index - 1].sqnr_db]
         pair.lost_db = max(0.0, min(known + [LOSSLESS_DB]) - pair.sqnr_db)
 

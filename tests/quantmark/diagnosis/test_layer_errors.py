@@ -12,6 +12,7 @@ from quantmark.sut.layers import LayerOutput
 
 
 def _layer(name, shape=(2, 4, 3, 3), value=None, inputs=(), op="Conv", precision="int8"):
+    """A layer of ones (or ``value``) with that output shape."""
     data = np.ones(shape, np.float32) if value is None else value
     return LayerOutput(name, op, precision, data, inputs)
 
@@ -22,10 +23,46 @@ def test_names_pair_first_and_the_rest_by_position_and_shape():
     matching = le.match(test, ref)
     pairs = {p.name: (p.reference, p.matched_by) for p in matching.pairs}
     assert pairs == {"a": ("a", "name"), "x1": ("b", "position+shape"), "c": ("c", "name")}
-    # x2 comes after c: the only same-shaped reference layers left are before c, so none
+    # x2 comes after c: no reference layer after c has its shape, so it stays unmatched
     assert matching.unmatched_test == ["x2"]
     assert matching.unmatched_reference == ["d"]
     assert matching.by_method() == {"name": 2, "position+shape": 1}
+
+
+def test_a_layer_only_one_graph_has_shifts_nothing_after_it():
+    """Frameworks that name layers differently: ORT captures each residual Add, torch's
+    hooks do not; the project conv and the Add have the same shape."""
+    block = [("expand", (6, 4, 4)), ("depthwise", (6, 4, 4)), ("project", (2, 4, 4))]
+    ref = [_layer(f"{name}{b}", (1, *shape)) for b in range(3) for name, shape in block]
+    test = []
+    for b in range(3):
+        test += [_layer(f"n{b}{k}", (1, *shape)) for k, (_, shape) in enumerate(block)]
+        if b:  # the Add has the project conv's shape: only its kind tells them apart
+            test.append(_layer(f"add{b}", (1, 2, 4, 4), op="Add"))
+    matching = le.match(test, ref)
+    got = {p.name: p.reference for p in matching.pairs}
+    assert got == {f"n{b}{k}": f"{name}{b}" for b in range(3)
+                   for k, (name, _) in enumerate(block)}
+    assert matching.unmatched_test == ["add1", "add2"] and not matching.unmatched_reference
+
+
+def test_op_kinds_compare_across_frameworks():
+    kinds = {op: le.op_kind(op) for op in ("Conv", "Conv2d+ReLU6", "CONV_2D", "ConvReLU2d",
+                                           "GroupConvolution", "DEPTHWISE_CONV_2D", "Gemm",
+                                           "Linear", "FULLY_CONNECTED", "MatMul", "Add", "ADD",
+                                           "ReduceMean", "MEAN", "PAD")}
+    assert {k for op, k in kinds.items() if "onv" in op or "CONV" in op} == {"conv"}
+    assert {kinds[op] for op in ("Gemm", "Linear", "FULLY_CONNECTED", "MatMul")} == {"matmul"}
+    assert kinds["Add"] == kinds["ADD"] == "add" and kinds["MEAN"] == kinds["ReduceMean"]
+    assert kinds["PAD"] == "pad"
+
+
+def test_a_name_out_of_order_is_not_trusted():
+    test = [_layer("a"), _layer("b")]
+    ref = [_layer("b"), _layer("a")]
+    matching = le.match(test, ref)
+    assert [(p.name, p.reference, p.matched_by) for p in matching.pairs] == [
+        ("a", "a", "name")]
 
 
 def test_a_name_with_another_shape_is_not_a_match():
@@ -78,6 +115,12 @@ def test_a_layer_is_charged_only_for_what_it_loses_against_its_noisiest_input():
     # the stem is above the lossless line; add loses 2 dB against b, its noisier input
     assert lost == {"stem": 0.0, "b": 8.0, "c": 5.0, "add": 2.0, "d": 8.0}
     assert [p.name for p in le.worst(pairs, 2)] == ["d", "b"]  # tie: the lower SQNR first
+
+
+def test_an_unmatched_producer_is_looked_through():
+    pairs = _pairs({"conv": 20.0, "next": 15.0}, {"next": ("add",)})
+    le.attribute(pairs, {"conv": (), "add": ("conv", "skip"), "skip": (), "next": ("add",)})
+    assert [round(p.lost_db, 6) for p in pairs] == [10.0, 5.0]  # next against conv, via add
 
 
 def test_without_graph_inputs_the_previous_layer_is_the_input():
