@@ -262,6 +262,7 @@ def _draw_recovery(ax: Any, rows: list[dict[str, Any]]) -> None:
     ref = next((row for row in rows if row["k"] is None), None)
     if ref:
         ax.axhline(ref["top1"], color="tab:green", linestyle="--", label=ref["label"])
+    ax.set_xticks(ks)
     ax.set_xlabel("K layers kept in FP32")
     ax.set_ylabel("top-1 %")
     speed = ax.twinx()
