@@ -27,7 +27,7 @@ from quantmark.qsl.calibration import CalibrationProvider
 from quantmark.qsl.preprocess import normalise, recipe_for
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.layers import Recipe
-from quantmark.sut.registry import fp32_baseline, require_available
+from quantmark.sut.registry import fp32_baseline, load_factory, require_available
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,10 @@ def build(config: DiagnoseConfig, name: str, spec: Any, calibration: Any,
                         "tflite-int8 or torch-int8 model")
     options = SutOptions(model=config.model, scenario="Offline", batch_size=config.batch_size,
                          threads=config.threads, model_path=config.model_path)
-    backend = module.rebuild(name, options, spec, calibration, recipe)
+    if recipe.key():  # the framework's own exclusion or fault: its diagnose module builds it
+        backend = module.rebuild(name, options, spec, calibration, recipe)
+    else:  # the SUT exactly as a run builds it (CPU or GPU factory alike)
+        backend = load_factory(info)(name, options, spec, calibration)
     backend.load()
     return backend, module
 

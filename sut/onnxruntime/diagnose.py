@@ -27,8 +27,14 @@ EXCLUSION = "onnxruntime.quantization.quantize_static(nodes_to_exclude=...)"
 DAMAGE = "the node's INT8 weights re-quantized with a scale `factor` times too large"
 
 
-def executed_precisions(model_path: str, sample: np.ndarray,
-                        extras: dict[str, Any]) -> dict[str, str]:
+def providers(backend: Backend) -> list[Any]:
+    """The execution providers the SUT's session runs on (the GPU SUTs' CUDA or TensorRT)."""
+    chosen = getattr(backend, "_providers", None)
+    return chosen() if callable(chosen) else ["CPUExecutionProvider"]
+
+
+def executed_precisions(model_path: str, sample: np.ndarray, extras: dict[str, Any],
+                        where: list[Any]) -> dict[str, str]:
     """{node name: precision its kernel ran in} from one profiled run of the unmodified model.
     Kernel events are named after the node (``node_Conv_881_token_1_kernel_time`` ...)."""
     import onnxruntime as ort
@@ -44,8 +50,7 @@ def executed_precisions(model_path: str, sample: np.ndarray,
     with tempfile.TemporaryDirectory(prefix="quantmark-ort-diag-") as tmp:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tmp, "profile")
-        session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"],
-                                       **extras)
+        session = ort.InferenceSession(model_path, options, providers=where, **extras)
         session.run(None, {session.get_inputs()[0].name: sample})
         events = node_kernel_events(session.end_profiling())
     found: dict[str, str] = {}
@@ -75,11 +80,12 @@ def capture(backend: Backend, samples: np.ndarray) -> LayerCapture:
     options.log_severity_level = 3
     session = ort.InferenceSession(
         with_outputs(proto, [layer.tensor for layer in layers]).SerializeToString(), options,
-        providers=["CPUExecutionProvider"], **extras)
+        providers=providers(backend), **extras)
     feed = {session.get_inputs()[0].name: np.ascontiguousarray(samples, dtype=np.float32)}
     values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed),
                       strict=True))
-    precisions = executed_precisions(path, feed[session.get_inputs()[0].name][:1], extras)
+    precisions = executed_precisions(path, feed[session.get_inputs()[0].name][:1], extras,
+                                     providers(backend))
     outputs = [LayerOutput(layer.name, layer.op_type,
                            next((precisions[a] for a in layer.aliases if a in precisions),
                                 "not run"),
@@ -98,10 +104,11 @@ def rebuild(name: str, options: SutOptions, spec: Any, calibration: Any,
     injected faults); any other ORT SUT only as it is."""
     from quantmark.models.source import fp32_onnx
     from quantmark.sut.onnxruntime import quantize
-    from quantmark.sut.onnxruntime.backend import OnnxRuntimeBackend, create
+    from quantmark.sut.onnxruntime.backend import OnnxRuntimeBackend
+    from quantmark.sut.registry import get_sut, load_factory
 
-    if not recipe.key():
-        return create(name, options, spec, calibration)
+    if not recipe.key():  # the SUT as a run builds it, the GPU SUTs included
+        return load_factory(get_sut(name))(name, options, spec, calibration)
     if name != "ort-int8":
         raise UserError(f"{name}: only ort-int8's static quantization takes a changed recipe "
                         "(nodes kept in FP32, injected faults)")
