@@ -34,6 +34,7 @@ import openvino as ov
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.sut.layers import Recipe
 
 CONVERT_RECIPE: dict[str, Any] = {
     "converter": "openvino.convert_model", "source": "onnx", "compress_to_fp16": False,
@@ -229,23 +230,32 @@ def _output_index(model: ov.Model, name: str | None) -> int:
     return 0
 
 
-def quantize_key(fp32: Artifact, calibration_hash: str) -> str:
+def quantize_key(fp32: Artifact, calibration_hash: str, recipe: Recipe | None = None) -> str:
+    """The INT8 IR's cache key; a layer recipe joins it only when it changes something, so
+    the SUT's normal IR keeps its key."""
     import nncf
 
-    return hash_json({"what": "openvino-nncf-int8", "fp32": fp32.key,
-                      "fp32_sha": fp32.meta.get("sha256"), "calibration": calibration_hash,
-                      "recipe": quant_recipe(), "nncf": nncf.__version__,
-                      "openvino": ov.__version__})
+    what: dict[str, Any] = {"what": "openvino-nncf-int8", "fp32": fp32.key,
+                            "fp32_sha": fp32.meta.get("sha256"), "calibration": calibration_hash,
+                            "recipe": quant_recipe(), "nncf": nncf.__version__,
+                            "openvino": ov.__version__}
+    if recipe is not None and recipe.key():
+        what["layers"] = recipe.key()
+    return hash_json(what)
 
 
-def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -> Artifact:
+def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
+               recipe: Recipe | None = None) -> Artifact:
     """INT8 IR of ``fp32`` by NNCF post-training quantization, calibrated on ``calibration``.
 
     ``calibration`` is float32 in the model's layout (the caller asks the provider for it).
+    ``recipe`` (diagnosis): ops kept in FP32 through NNCF's ignored scope, and weight damage
+    injected after quantization.
     """
     if calibration.ndim != 4 or len(calibration) == 0:
         raise ValueError(f"calibration must be a non-empty 4-D array, got {calibration.shape}")
-    key = quantize_key(fp32, calibration_hash)
+    layers = recipe or Recipe()  # ``recipe`` inside build() is the NNCF settings
+    key = quantize_key(fp32, calibration_hash, layers)
     model_name = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:
@@ -263,6 +273,11 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -
         step = recipe["calibration_batch"]
         batches = [np.ascontiguousarray(calibration[i:i + step], dtype=np.float32)
                    for i in range(0, len(calibration), step)]
+        ignored = None
+        if layers.exclude:
+            from quantmark.sut.openvino.diagnose import ignored_names
+
+            ignored = nncf.IgnoredScope(names=ignored_names(model, layers.exclude))
         t0 = time.perf_counter()
         # NNCF counts dataset items, not images: subset_size = all batches = every sample
         quantized = nncf.quantize(
@@ -271,8 +286,13 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -
             advanced_parameters=AdvancedQuantizationParameters(
                 batchwise_statistics=recipe["batchwise_statistics"],
                 overflow_fix=OverflowFix(recipe["overflow_fix"])),
+            ignored_scope=ignored,
         )
         quantize_s = time.perf_counter() - t0
+        if layers.damage:
+            from quantmark.sut.openvino.diagnose import widen_weight_range
+
+            widen_weight_range(quantized, layers.damage)
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.xml"
         ov.save_model(quantized, str(out), compress_to_fp16=False)
         progress(f"quantized {model_name} in {quantize_s:.1f} s")
@@ -286,6 +306,9 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str) -
             "openvino": ov.__version__, "fake_quantize_ops": int(fake_quantize),
             "sha256": ir_files_hash(out),
         })
+        if layers.key():
+            meta["layer_recipe"] = layers.key()
+            meta["nncf_ignored_scope"] = list(ignored.names) if ignored else []
         return Artifact(path=out, format="openvino-ir", precision="int8", key=key,
                         weights=fp32.weights,
                         source_hash=fp32.meta.get("sha256") or fp32.key,

@@ -1,0 +1,347 @@
+"""Layer-by-layer diagnosis of the OpenVINO SUTs (``run.py diagnose``).
+
+* capture: the SUT's own IR is read again, every layer's tensor is added as a model output
+  (``Model.add_outputs``), and the copy is compiled on the CPU plugin with the inference
+  precision the SUT compiles with. A layer is an op that computes values (Convolution,
+  GroupConvolution, MatMul, Add, Multiply, Relu/Clamp, pooling, ReduceMean, Concat, Softmax ...);
+  a Convolution/MatMul, the bias Add that OpenVINO's ONNX frontend splits off it
+  (``X/WithoutBiases`` + ``X``) and an activation that is its only consumer (Clamp) are one
+  layer, named by the Convolution/MatMul, as NNCF's ignored scope takes it. Where a layer's
+  tensor feeds a FakeQuantize (the INT8 IR), the FakeQuantize's output is read under the
+  layer's name: that is what the next layer sees. NNCF keeps the FP32 IR's friendly names, so
+  the two captures name their layers alike.
+* precision: the compiled, unmodified model's runtime graph (``get_runtime_model()``): each
+  runtime node's ``runtimePrecision`` applies to the original ops in its ``originalLayersNames``
+  (an INT8 Convolution fused with its bias, activation and requantization is one u8/i8 node).
+  Ops the plugin folded into a neighbour without listing them (a Clamp merged into the next
+  FakeQuantize) take the precision of the layer feeding them.
+* rebuild: the SUT made as ``create`` makes it, with the INT8 IR quantized by NNCF under an
+  ignored scope of the excluded layers' names (an activation's consumers join it: NNCF quantizes
+  a tensor at its consumers' inputs), and optionally weight damage (see DAMAGE).
+
+Ops with several outputs (Split ...) are read at their first output.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from quantmark.ground.errors import UserError
+from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DAMAGE", "EXCLUSION", "capture", "ignored_names", "rebuild", "widen_weight_range"]
+
+EXCLUSION = ("NNCF ignored_scope (names); an excluded activation brings its consumers, at whose "
+             "inputs NNCF quantizes its output")
+DAMAGE = ("INT8 IR's compressed weights requantized over a range `factor` times wider "
+          "(int8 values / factor, dequantization scale x factor)")
+
+#: bookkeeping ops: no values of their own (quantize/convert/shape changes)
+SKIP_TYPES = frozenset({
+    "Parameter", "Constant", "Result", "FakeQuantize", "FakeConvert", "Convert", "Reshape",
+    "Squeeze", "Unsqueeze", "Transpose", "ShapeOf", "Broadcast", "Gather", "StridedSlice",
+})
+#: ops whose bias OpenVINO's ONNX frontend splits into a following Add
+BIASED_TYPES = frozenset({"Convolution", "GroupConvolution", "MatMul", "ConvolutionBackpropData",
+                          "GroupConvolutionBackpropData"})
+#: ops NNCF never quantizes at their input: the FakeQuantize after one belongs to its consumers
+ACTIVATIONS = frozenset({
+    "Relu", "Clamp", "Sigmoid", "Swish", "HSwish", "HSigmoid", "Gelu", "Elu", "Tanh", "Mish",
+    "SoftPlus", "SoftSign", "Exp", "Abs", "Sqrt", "Log", "Negative", "Floor", "Ceiling",
+})
+#: activations folded into the layer they follow when they are its only consumer (the export's
+#: Conv -> Clamp is one layer, as ONNX Runtime's and TFLite's fused kernels make it): the
+#: layer keeps the conv's name, the one NNCF's ignored scope takes
+FOLDED = frozenset({"Relu", "Clamp", "Sigmoid", "Swish", "HSwish", "HSigmoid", "Gelu", "Elu",
+                    "Tanh", "Mish", "SoftPlus"})
+#: runtime nodes that are not the layers themselves
+RUNTIME_SKIP = frozenset({"Reorder", "Const", "Input", "Output"})
+
+
+@dataclass
+class _Layer:
+    """A planned capture: the op that names it, the op whose value is read, its members."""
+
+    name: str
+    op_type: str
+    read: Any  # ov.Output read as the layer's value
+    members: tuple[str, ...]  # original op names that belong to it (for precision lookup)
+    inputs: tuple[str, ...] = ()
+
+
+def _constant_names(model: Any) -> set[str]:
+    """Ops computed from constants only (weight decompression, shape arithmetic)."""
+    constant: set[str] = set()
+    for op in model.get_ordered_ops():
+        kind = op.get_type_name()
+        sources = [i.get_source_output().get_node().get_friendly_name() for i in op.inputs()]
+        if kind == "Constant" or (kind != "Parameter" and sources
+                                  and all(s in constant for s in sources)):
+            constant.add(op.get_friendly_name())
+    return constant
+
+
+def _consumers(output: Any) -> list[Any]:
+    return [target.get_node() for target in output.get_target_inputs()]
+
+
+def _bias_add(op: Any, constant: set[str]) -> Any | None:
+    """The Add that carries ``op``'s bias (its only consumer, other operand constant)."""
+    if op.get_type_name() not in BIASED_TYPES:
+        return None
+    consumers = _consumers(op.output(0))
+    if len(consumers) != 1 or consumers[0].get_type_name() != "Add":
+        return None
+    add = consumers[0]
+    others = [i.get_source_output().get_node().get_friendly_name() for i in add.inputs()
+              if i.get_source_output().get_node().get_friendly_name() != op.get_friendly_name()]
+    return add if others and all(name in constant for name in others) else None
+
+
+def _plan(model: Any) -> list[_Layer]:
+    """The layers of ``model`` in topological order, with producers resolved."""
+    constant = _constant_names(model)
+    absorbed: set[str] = set()
+    owner: dict[str, str] = {}  # op name -> the layer whose value it carries
+    layers: list[_Layer] = []
+    heads: dict[str, Any] = {}
+    for op in model.get_ordered_ops():
+        name = op.get_friendly_name()
+        if (name in constant or name in absorbed or op.get_type_name() in SKIP_TYPES
+                or op.get_output_size() == 0
+                or not op.output(0).get_element_type().is_real()):
+            continue
+        members = [name]
+        last = op
+        bias = _bias_add(op, constant)
+        if bias is not None:
+            absorbed.add(bias.get_friendly_name())
+            members.append(bias.get_friendly_name())
+            last = bias
+        after = _consumers(last.output(0))
+        if len(after) == 1 and after[0].get_type_name() in FOLDED:
+            absorbed.add(after[0].get_friendly_name())
+            members.append(after[0].get_friendly_name())
+            last = after[0]
+        read = last.output(0)
+        quantizers = [n for n in _consumers(read) if n.get_type_name() == "FakeQuantize"]
+        if quantizers:
+            read = quantizers[0].output(0)
+            members.append(quantizers[0].get_friendly_name())
+        for member in members:
+            owner[member] = name
+        layers.append(_Layer(name, op.get_type_name(), read, tuple(members)))
+        heads[name] = op
+    for layer in layers:
+        layer.inputs = _producers(heads[layer.name], owner, constant)
+    return layers
+
+
+def _producers(op: Any, owner: dict[str, str], constant: set[str]) -> tuple[str, ...]:
+    """Captured layers feeding ``op``, walking back through bookkeeping ops."""
+    found: list[str] = []
+    stack = [i.get_source_output().get_node() for i in op.inputs()]
+    seen: set[str] = set()
+    while stack:
+        node = stack.pop(0)
+        name = node.get_friendly_name()
+        if name in seen or name in constant:
+            continue
+        seen.add(name)
+        if name in owner:
+            if owner[name] not in found:
+                found.append(owner[name])
+            continue
+        stack.extend(i.get_source_output().get_node() for i in node.inputs())
+    return tuple(found)
+
+
+def _text(value: Any) -> str:
+    """rt_info values are OVAny, properties may be ov.Type: both as plain strings."""
+    if hasattr(value, "astype"):
+        value = value.astype(str)
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
+def runtime_precisions(compiled: Any) -> dict[str, str]:
+    """Original op name -> the precision of the runtime node that executes it."""
+    from quantmark.sut.openvino.backend import PRECISION_CLASS
+
+    found: dict[str, str] = {}
+    for node in compiled.get_runtime_model().get_ordered_ops():
+        info = node.get_rt_info()
+        kind = _text(info["layerType"]) if "layerType" in info else node.get_type_name()
+        if kind in RUNTIME_SKIP or "runtimePrecision" not in info:
+            continue
+        precision = _text(info["runtimePrecision"])
+        names = _text(info["originalLayersNames"]).split(",") if (
+            "originalLayersNames" in info) else []
+        for name in [node.get_friendly_name(), *names]:
+            if name:
+                found.setdefault(name, PRECISION_CLASS.get(precision, precision))
+    return found
+
+
+def _assign_precisions(layers: list[_Layer], runtime: dict[str, str]) -> tuple[list[str],
+                                                                             list[str]]:
+    """Each layer's precision; also the names that inherited their producer's."""
+    result: dict[str, str] = {}
+    inherited: list[str] = []
+    for layer in layers:
+        direct = next((runtime[m] for m in layer.members if m in runtime), None)
+        if direct is None:
+            direct = next((result[p] for p in layer.inputs if p in result), "fp32")
+            inherited.append(layer.name)
+        result[layer.name] = direct
+    return [result[layer.name] for layer in layers], inherited
+
+
+def capture(backend: Any, samples: np.ndarray) -> LayerCapture:
+    """Every layer's output for ``samples`` in the IR ``backend`` runs (its own compile)."""
+    import openvino as ov
+
+    from quantmark.sut.openvino.convert import make_batch_dynamic
+
+    path = str(backend.artifact.path)
+    core = ov.Core()
+    model = core.read_model(path)
+    make_batch_dynamic(model)
+    # the SUT's own compile settings (inference precision f32 for ov-fp32 and ov-int8)
+    config = backend._config()
+    runtime = runtime_precisions(core.compile_model(model, "CPU", config))
+    layers = _plan(model)
+    precisions, inherited = _assign_precisions(layers, runtime)
+    added = model.add_outputs([layer.read for layer in layers])
+    # a tensor that already was an output (the logits) is not added twice: find each's port
+    ports = [next(i for i, out in enumerate(model.outputs) if out == new) for new in added]
+    compiled = core.compile_model(model, "CPU", config)
+    batch = np.ascontiguousarray(samples, dtype=np.float32)
+    result = compiled.create_infer_request().infer({0: batch})
+    outputs = []
+    for layer, precision, port in zip(layers, precisions, ports, strict=True):
+        value = np.array(result[port], dtype=np.float32, copy=True)
+        outputs.append(LayerOutput(layer.name, layer.op_type, precision, value, layer.inputs))
+    hint = _text(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    return LayerCapture(
+        layers=outputs,
+        method=("openvino: intermediate tensors added as outputs (Model.add_outputs); a "
+                "tensor that feeds a FakeQuantize is read after it"),
+        precision_source=("runtimePrecision of the compiled unmodified model's runtime nodes "
+                          "(get_runtime_model, originalLayersNames); ops fused without a name "
+                          "take their producer's"),
+        notes={"model_file": path, "inference_precision_hint": hint,
+               "precision_inherited": inherited,
+               "layout": "OpenVINO ops are channels-first: 4-D values are NCHW as computed"},
+    )
+
+
+def rebuild(name: str, options: Any, spec: Any, calibration: Any, recipe: Recipe) -> Any:
+    """The SUT ``name`` as ``create`` makes it, its INT8 IR quantized with ``recipe``."""
+    from quantmark.sut.openvino.backend import (
+        DEFAULT_API,
+        PRECISIONS,
+        OpenVinoBackend,
+        create,
+    )
+    from quantmark.sut.openvino.convert import ov_fp32_ir, ov_int8_ir
+    from quantmark.sut.openvino.suts import OV_API_OPTION
+
+    if PRECISIONS[name] != "int8" or not recipe.key():
+        return create(name, options, spec, calibration)
+    artifact = ov_fp32_ir(spec, options.model_path)
+    if artifact.precision == "int8":
+        raise UserError(f"{name}: --model-path {options.model_path} is already quantized; "
+                        "a recipe (excluded layers, damage) needs the FP32 model to quantize")
+    layout = (artifact.meta or {}).get("layout", "NCHW")
+    artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash(),
+                          recipe=recipe)
+    return OpenVinoBackend(str(artifact.path), "int8", options.scenario, options.threads,
+                           artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
+                           co_located=options.co_located)
+
+
+def ignored_names(model: Any, exclude: tuple[str, ...]) -> list[str]:
+    """NNCF ignored-scope names that keep ``exclude`` in FP32 in the FP32 ``model``.
+
+    NNCF ignores an op by not quantizing its inputs. An activation has none of its own (its
+    output's FakeQuantize serves its consumers), so its consumers join it: their inputs, the
+    activation's output, then stay FP32.
+    """
+    ops = {op.get_friendly_name(): op for op in model.get_ops()}
+    names: list[str] = []
+    for name in exclude:
+        if name not in ops:
+            raise UserError(f"exclude: no layer {name!r} in {model.get_friendly_name()}")
+        names.append(name)
+        if ops[name].get_type_name() not in ACTIVATIONS:
+            continue
+        stack = _consumers(ops[name].output(0))
+        while stack:
+            node = stack.pop(0)
+            if node.get_type_name() in SKIP_TYPES:  # Reshape ...: look past it
+                stack.extend(c for out in node.outputs() for c in _consumers(out))
+            elif node.get_friendly_name() not in names:
+                names.append(node.get_friendly_name())
+    return names
+
+
+def _weight_source(op: Any) -> Any:
+    """The node producing ``op``'s weights (input 1), past a Reshape of grouped weights."""
+    node = op.input(1).get_source_output().get_node()
+    while node.get_type_name() in ("Reshape", "Transpose") and node.get_input_size():
+        node = node.input(0).get_source_output().get_node()
+    return node
+
+
+def _widen(op: Any, factor: float) -> str:
+    """Requantize ``op``'s weights over a ``factor`` times wider range; says what changed."""
+    import openvino as ov
+
+    node = _weight_source(op)
+    if node.get_type_name() == "FakeQuantize":  # uncompressed weights: widen the FQ's range
+        for port in range(1, 5):
+            bound = node.input(port).get_source_output().get_node()
+            widened = ov.op.Constant(bound.get_data().astype(np.float32) * factor)
+            node.input(port).replace_source_output(widened.output(0))
+        return "weight FakeQuantize range"
+    if node.get_type_name() != "Multiply":
+        raise UserError(f"layer {op.get_friendly_name()!r} has no quantized weights to damage "
+                        f"(weights come from {node.get_type_name()})")
+    convert = node.input(0).get_source_output().get_node()
+    scale = node.input(1).get_source_output().get_node()
+    if convert.get_type_name() == "Subtract":  # asymmetric: zero point between Convert and *
+        convert = convert.input(0).get_source_output().get_node()
+    ints = convert.input(0).get_source_output().get_node() if (
+        convert.get_type_name() == "Convert") else None
+    if ints is None or ints.get_type_name() != "Constant" or scale.get_type_name() != "Constant":
+        raise UserError(f"layer {op.get_friendly_name()!r}: unexpected weight pattern "
+                        f"{convert.get_type_name()} x {scale.get_type_name()}")
+    data = ints.get_data()
+    info = np.iinfo(data.dtype)
+    requantized = np.clip(np.round(data.astype(np.float64) / factor), info.min, info.max)
+    convert.input(0).replace_source_output(ov.op.Constant(requantized.astype(data.dtype)).output(0))
+    new_scale = ov.op.Constant(scale.get_data().astype(np.float32) * np.float32(factor))
+    node.input(1).replace_source_output(new_scale.output(0))
+    return "compressed int weights and scale"
+
+
+def widen_weight_range(model: Any, damage: tuple[tuple[str, float], ...]) -> dict[str, str]:
+    """Inject ``damage`` into a quantized ``model`` in place: each (layer, factor) has its
+    weights quantized over a range ``factor`` times too wide (most int8 levels unused)."""
+    ops = {op.get_friendly_name(): op for op in model.get_ops()}
+    done: dict[str, str] = {}
+    for layer, factor in damage:
+        if layer not in ops:
+            raise UserError(f"damage: no layer {layer!r} in the model")
+        if factor < 1:
+            raise UserError(f"damage: factor {factor} for {layer!r} must be >= 1")
+        done[layer] = _widen(ops[layer], float(factor))
+        log.info("damaged %s: %s widened %sx", layer, done[layer], factor)
+    model.validate_nodes_and_infer_types()
+    return done
