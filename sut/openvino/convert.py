@@ -244,6 +244,33 @@ def quantize_key(fp32: Artifact, calibration_hash: str, recipe: Recipe | None = 
     return hash_json(what)
 
 
+def _nncf_quantize(model: ov.Model, calibration: np.ndarray, recipe: dict[str, Any],
+                   layers: Recipe) -> tuple[ov.Model, Any]:
+    """NNCF's post-training quantization of ``model`` with ``recipe`` (the NNCF settings) and
+    the diagnosis' layers kept in FP32 (its ignored scope, also returned; None without)."""
+    import nncf
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
+
+    step = recipe["calibration_batch"]
+    batches = [np.ascontiguousarray(calibration[i:i + step], dtype=np.float32)
+               for i in range(0, len(calibration), step)]
+    ignored = None
+    if layers.exclude:
+        from quantmark.sut.openvino.diagnose import ignored_names
+
+        ignored = nncf.IgnoredScope(names=ignored_names(model, layers.exclude))
+    # NNCF counts dataset items, not images: subset_size = all batches = every sample
+    quantized = nncf.quantize(
+        model, nncf.Dataset(batches), preset=nncf.QuantizationPreset.PERFORMANCE,
+        subset_size=len(batches), fast_bias_correction=recipe["fast_bias_correction"],
+        advanced_parameters=AdvancedQuantizationParameters(
+            batchwise_statistics=recipe["batchwise_statistics"],
+            overflow_fix=OverflowFix(recipe["overflow_fix"])),
+        ignored_scope=ignored,
+    )
+    return quantized, ignored
+
+
 def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
                recipe: Recipe | None = None) -> Artifact:
     """INT8 IR of ``fp32`` by NNCF post-training quantization, calibrated on ``calibration``.
@@ -260,34 +287,14 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
 
     def build(folder: Path) -> Artifact:
         import nncf
-        from nncf.quantization.advanced_parameters import (
-            AdvancedQuantizationParameters,
-            OverflowFix,
-        )
 
         progress(f"quantizing {model_name} to INT8 with NNCF on {len(calibration)} "
                   "calibration samples ...")
         model = ov.Core().read_model(str(fp32.path))
         make_batch_dynamic(model)
         recipe = quant_recipe()
-        step = recipe["calibration_batch"]
-        batches = [np.ascontiguousarray(calibration[i:i + step], dtype=np.float32)
-                   for i in range(0, len(calibration), step)]
-        ignored = None
-        if layers.exclude:
-            from quantmark.sut.openvino.diagnose import ignored_names
-
-            ignored = nncf.IgnoredScope(names=ignored_names(model, layers.exclude))
         t0 = time.perf_counter()
-        # NNCF counts dataset items, not images: subset_size = all batches = every sample
-        quantized = nncf.quantize(
-            model, nncf.Dataset(batches), preset=nncf.QuantizationPreset.PERFORMANCE,
-            subset_size=len(batches), fast_bias_correction=recipe["fast_bias_correction"],
-            advanced_parameters=AdvancedQuantizationParameters(
-                batchwise_statistics=recipe["batchwise_statistics"],
-                overflow_fix=OverflowFix(recipe["overflow_fix"])),
-            ignored_scope=ignored,
-        )
+        quantized, ignored = _nncf_quantize(model, calibration, recipe, layers)
         quantize_s = time.perf_counter() - t0
         if layers.damage:
             from quantmark.sut.openvino.diagnose import widen_weight_range

@@ -271,6 +271,17 @@ def check_recipe(precision: str, route: str | None, recipe: Recipe | None) -> No
                         "(trt_int8_route=calibrator)")
 
 
+def _check_request(trt: Any, precision: str, route: str | None, calibration: Any,
+                   recipe: Recipe | None) -> None:
+    """Refuse a build this TensorRT, route or recipe cannot make, before any work."""
+    check_recipe(precision, route, recipe)
+    check_trt_supports(trt, precision, route)
+    if precision == "int8" and route not in ROUTES:
+        raise ValueError(f"INT8 route must be one of {ROUTES}, got {route!r}")
+    if precision == "int8" and route == "calibrator" and calibration is None:
+        raise ValueError("the calibrator route needs the calibration array")
+
+
 def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile, *,
                  route: str | None = None, calibration: np.ndarray | None = None,
                  calibration_hash: str | None = None, recipe: Recipe | None = None) -> Artifact:
@@ -283,12 +294,7 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
     import tensorrt as trt
 
     layer_recipe = recipe.key() if recipe is not None else {}
-    check_recipe(precision, route, recipe)
-    check_trt_supports(trt, precision, route)
-    if precision == "int8" and route not in ROUTES:
-        raise ValueError(f"INT8 route must be one of {ROUTES}, got {route!r}")
-    if precision == "int8" and route == "calibrator" and calibration is None:
-        raise ValueError("the calibrator route needs the calibration array")
+    _check_request(trt, precision, route, calibration, recipe)
     gpu, capability = gpu_identity()
     model = onnx_artifact.meta.get("model", onnx_artifact.path.stem)
     key = engine_cache_key(onnx_artifact.key, precision, profile, trt.__version__, gpu,
