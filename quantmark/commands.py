@@ -320,10 +320,11 @@ def report(folders: list[str], output: str | None = None) -> None:
         _characterization(folders, Path(output or folders[0]))
     elif not diagnoses or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
         _percentile_table(folders[0])
-    from quantmark.diagnosis.command import show
+    from quantmark.diagnosis.command import show, show_agreement
 
     for record in diagnoses:  # run.py diagnose's folders: their tables (and in the report)
         show(record)
+    show_agreement(diagnoses)
 
 
 def _characterization(folders: list[str], output: Path) -> None:

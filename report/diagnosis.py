@@ -124,6 +124,34 @@ RECOVERY_HEADER = ["model", "K", "top-1 %", "change vs K=0 [95%]", "samples/s [9
                    "kept in FP32"]
 
 
+def agreement(records: list[dict[str, Any]], top: int = 6) -> list[tuple[str, list[str],
+                                                                       list[list[str]]]]:
+    """Do frameworks agree on where precision is lost? For each model and reference that
+    several diagnoses share (``--against`` one SUT), every reference layer in any of their
+    worst ``top``: its rank in each (a dash where it is not among them). Returns (title,
+    header, rows) per group, layers ordered by their best rank."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault((record["model"], record["against"]), []).append(record)
+    tables = []
+    for (model, against), group in groups.items():
+        suts = sorted({record["sut"] for record in group})
+        if len(suts) < 2:
+            continue
+        ranks: dict[str, dict[str, int]] = {}
+        for record in group:
+            reference = {layer["name"]: layer["reference"] for layer in record["layers"]}
+            for rank, name in enumerate(record["worst"][:top], start=1):
+                ranks.setdefault(reference[name], {})[record["sut"]] = rank
+        order = sorted(ranks, key=lambda layer: (min(ranks[layer].values()),
+                                                 -len(ranks[layer])))
+        rows = [[layer, *[str(ranks[layer].get(sut, "-")) for sut in suts],
+                 f"{len(ranks[layer])} of {len(suts)}"] for layer in order]
+        tables.append((f"{model}: worst {top} layers of each SUT, named as {against} names "
+                       "them", [f"{against} layer", *suts, "among the worst of"], rows))
+    return tables
+
+
 def title(record: dict[str, Any]) -> str:
     damage = "".join(f", damaged {name} x{factor:g}" for name, factor in record.get("damage", []))
     return (f"{record['model']}: {record['sut']} against {record['against']} "
@@ -169,13 +197,28 @@ def markdown(record: dict[str, Any], level: str = "##", figure_link: bool = True
     return lines
 
 
-def to_html(record: dict[str, Any]) -> str:
-    def table(header: list[str], rows: list[list[str]]) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                       for row in rows)
-        return f"<table><tr>{head}</tr>{body}</table>"
+def agreement_markdown(records: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for heading, header, rows in agreement(records):
+        lines += ["", f"## Diagnosis agreement: {heading}", ""] + _md_table(header, rows)
+    return lines
 
+
+def agreement_html(records: list[dict[str, Any]]) -> str:
+    return "\n".join(f"<h2>Diagnosis agreement: {html.escape(heading)}</h2>"
+                     + _html_table(header, rows)
+                     for heading, header, rows in agreement(records))
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def to_html(record: dict[str, Any]) -> str:
+    table = _html_table
     parts = [f"<h2>Diagnosis: {html.escape(title(record))}</h2><ul>"
              + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(record))
              + "</ul>", table(WORST_HEADER, worst_rows(record))]

@@ -310,6 +310,7 @@ def to_markdown(study: Study, figures: list[Figure],
         lines += [""] + training.markdown(training.rows(study.training))
     for record in diagnoses or []:
         lines += [""] + diagnosis.markdown(record, figure_link=False)
+    lines += diagnosis.agreement_markdown(diagnoses or [])
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
@@ -354,6 +355,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
     if study.training:
         parts.append(training.to_html(training.rows(study.training)))
     parts += [diagnosis.to_html(record) for record in diagnoses or []]
+    parts.append(diagnosis.agreement_html(diagnoses or []))
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   html_table(EXPLAINED_HEADER, _explained_rows(study))]

@@ -89,3 +89,14 @@ def show(record: dict[str, Any]) -> None:
         if row.get("disturbed_rounds"):
             console.print(f"[yellow]disturbed:[/] {escape(row['label'])}: "
                           f"{escape('; '.join(row['disturbed_why']))}", soft_wrap=True)
+
+
+def show_agreement(records: list[dict[str, Any]]) -> None:
+    """Where diagnoses share a reference: each one's worst layers under the reference's names."""
+    for heading, header, rows in tables.agreement(records):
+        table = Table(title=escape(heading))
+        for column in header:
+            table.add_column(escape(column))
+        for row in rows:
+            table.add_row(*map(escape, row))
+        console.print(table)

@@ -80,3 +80,19 @@ def test_the_figure_is_drawn_with_and_without_a_curve(tmp_path):
     record = {**plain, "folder": str(tmp_path), "figure": "b.png"}
     figures = diagnosis.figures([record])
     assert len(figures) == 1 and figures[0].png[:4] == b"\x89PNG"
+
+
+def test_agreement_puts_each_suts_worst_layers_under_the_references_names():
+    ort = _record()  # worst conv3, conv2, all named as the reference names them
+    ov = _record(sut="ov-int8", worst=["l2", "l1"])
+    for layer, reference in zip(ov["layers"], ("conv0", "conv1", "conv2", "conv3"),
+                                strict=True):
+        layer["name"], layer["reference"] = f"l{reference[-1]}", reference
+    lone = _record(against="other-fp32")  # no second diagnosis against other-fp32
+    [(heading, header, rows)] = diagnosis.agreement([ort, ov, lone])
+    assert "named as ort-fp32 names them" in heading
+    assert header == ["ort-fp32 layer", "ort-int8", "ov-int8", "among the worst of"]
+    # by best rank, then by how many SUTs rank the layer among their worst
+    assert rows == [["conv2", "2", "1", "2 of 2"], ["conv3", "1", "-", "1 of 2"],
+                    ["conv1", "-", "2", "1 of 2"]]
+    assert "## Diagnosis agreement" in "\n".join(diagnosis.agreement_markdown([ort, ov]))
