@@ -45,6 +45,9 @@ class LayerOutput:
     #: names of the layers whose outputs feed this one, where the graph says so (used to tell
     #: the error a layer adds from the error it receives); empty: the previous layer
     inputs: tuple[str, ...] = ()
+    #: the framework's exclusion mechanism can keep this layer in FP32 (torch's functional
+    #: adds have no module to give a qconfig: measured, never excluded)
+    excludable: bool = True
 
 
 @dataclass

@@ -199,14 +199,16 @@ def layer_record(pair: layer_errors.Pair) -> dict[str, Any]:
             "reference_precision": pair.reference_precision, "matched_by": pair.matched_by,
             "shape": list(pair.shape), "sqnr_db": round(pair.sqnr_db, 3),
             "cosine": round(pair.cosine, 6), "lost_db": round(pair.lost_db, 3),
+            "excludable": pair.excludable,
             "inputs": list(pair.inputs)}
 
 
 def excludable(pairs: list[layer_errors.Pair], k: int) -> list[str]:
     """The worst ``k`` layers that run quantized (keeping an FP32 layer in FP32 changes
-    nothing)."""
+    nothing) and that the framework can keep in FP32."""
     ranked = layer_errors.worst(pairs, len(pairs))
-    return [pair.name for pair in ranked if pair.precision.startswith("int")][:k]
+    return [pair.name for pair in ranked
+            if pair.precision.startswith("int") and pair.excludable][:k]
 
 
 def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,

@@ -8,12 +8,13 @@ told from the error it receives.
 
 * SQNR (dB) = 10 log10(sum(ref^2) / sum((ref - test)^2)): signal to quantization noise.
 * cosine = sum(ref * test) / sqrt(sum(ref^2) sum(test^2)).
-* lost (dB): the SQNR a layer loses against the noisiest of its inputs,
-  ``min(SQNR of producers, LOSSLESS_DB) - SQNR`` (0 when it loses none). It counts both the
-  noise the layer adds and the noise it amplifies (a projection that cancels signal but not
-  noise); either way, it is where precision goes. Above ``LOSSLESS_DB`` an activation is as good
-  as FP32 for a classifier, so a drop up there (the stem's, from a nearly exact input) costs
-  nothing. The worst layers are those losing most.
+* lost (dB): the SQNR a layer loses against what it received, ``min(SQNR of its input,
+  LOSSLESS_DB) - SQNR`` (0 when it loses none); several inputs count as their sum (signal and
+  noise powers added), which is also what a residual Add that was not captured hands on. It
+  counts both the noise the layer adds and the noise it amplifies (a projection that cancels
+  signal but not noise); either way, it is where precision goes. Above ``LOSSLESS_DB`` an
+  activation is as good as FP32 for a classifier, so a drop up there (the stem's, from a nearly
+  exact input) costs nothing. The worst layers are those losing most.
 * first jump: the first layer, in graph order, losing at least ``JUMP_DB`` and within
   ``NEAR_WORST_DB`` of the most any layer loses.
 """
@@ -40,6 +41,15 @@ LOSSLESS_DB = 30.0
 CLEAN_DB = 120.0
 
 
+def _sqnr(signal: float, noise: float) -> float:
+    """SQNR in dB of summed signal and noise powers (CLEAN_DB for no measurable noise)."""
+    if noise <= signal * 10 ** (-CLEAN_DB / 10):
+        return CLEAN_DB
+    if signal == 0.0:
+        return -CLEAN_DB
+    return 10.0 * math.log10(signal / noise)
+
+
 @dataclass
 class Pair:
     """One reduced-precision layer, its reference layer and their accumulated error."""
@@ -58,7 +68,8 @@ class Pair:
     test_power: float = 0.0  # sum(test^2)
     dot: float = 0.0  # sum(ref * test)
     count: int = 0
-    lost_db: float = 0.0  # SQNR lost against its noisiest input (``attribute``)
+    lost_db: float = 0.0  # SQNR lost against what it received (``attribute``)
+    excludable: bool = True  # ``--recover`` can keep it in FP32
 
     def add(self, reference: np.ndarray, test: np.ndarray) -> None:
         ref = reference.astype(np.float64, copy=False).ravel()
@@ -71,11 +82,7 @@ class Pair:
 
     @property
     def sqnr_db(self) -> float:
-        if self.noise <= self.signal * 10 ** (-CLEAN_DB / 10):
-            return CLEAN_DB
-        if self.signal == 0.0:
-            return -CLEAN_DB
-        return 10.0 * math.log10(self.signal / self.noise)
+        return _sqnr(self.signal, self.noise)
 
     @property
     def cosine(self) -> float:
@@ -143,7 +150,7 @@ def match(test: Sequence[LayerOutput], reference: Sequence[LayerOutput]) -> Matc
     taken = {j for j, _ in paired.values()}
     pairs = [Pair(layer.name, layer.op_type, layer.precision, reference[j].name,
                   reference[j].op_type, reference[j].precision, how, layer.inputs,
-                  _shape(layer))
+                  _shape(layer), excludable=layer.excludable)
              for i, layer in enumerate(test) if i in paired
              for j, how in [paired[i]]]
     return Matching(pairs, [layer.name for i, layer in enumerate(test) if i not in paired],
@@ -183,15 +190,20 @@ def matched_producers(name: str, inputs_of: dict[str, tuple[str, ...]],
 
 
 def attribute(pairs: list[Pair], inputs_of: dict[str, tuple[str, ...]] | None = None) -> None:
-    """Set each pair's ``lost_db`` against its noisiest matched producer (the previous layer
-    when the graph named none; a lossless input for the first)."""
-    sqnr = {pair.name: pair.sqnr_db for pair in pairs}
+    """Set each pair's ``lost_db`` against what it received: its matched producers' signal and
+    noise powers added up (the previous layer when the graph named none; a lossless input for
+    the first). Independent terms of a sum add in power, so several producers reached through
+    a residual Add or a Concat that was not captured give that merged value's SQNR."""
+    powers = {pair.name: (pair.signal, pair.noise) for pair in pairs}
     graph = inputs_of or {pair.name: pair.inputs for pair in pairs}
     for index, pair in enumerate(pairs):
-        known = [sqnr[name] for name in matched_producers(pair.name, graph, set(sqnr))]
-        if not known and index and not graph.get(pair.name):
-            known = [pairs[index - 1].sqnr_db]
-        pair.lost_db = max(0.0, min(known + [LOSSLESS_DB]) - pair.sqnr_db)
+        producers = matched_producers(pair.name, graph, set(powers))
+        if not producers and index and not graph.get(pair.name):
+            producers = [pairs[index - 1].name]
+        signal = sum(powers[name][0] for name in producers)
+        noise = sum(powers[name][1] for name in producers)
+        received = LOSSLESS_DB if not producers else min(LOSSLESS_DB, _sqnr(signal, noise))
+        pair.lost_db = max(0.0, received - pair.sqnr_db)
 
 
 def first_jump(pairs: Sequence[Pair], jump_db: float = JUMP_DB,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import copy
 import logging
+import operator
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,7 +52,12 @@ _BOOKKEEPING = (nn.Flatten, nn.Unflatten, nn.Dropout, nn.Dropout2d, nn.Identity,
 _INT8_DTYPES = (torch.quint8, torch.qint8)
 # graph nodes that only convert a value between float and quantized (no arithmetic)
 _CONVERSIONS = (torch.quantize_per_tensor, "dequantize", "contiguous")
+#: functional residual adds (FP32 ``x + y``; INT8 ``quantized.add``): captured as layers
+#: ``add#K`` (the K-th add run), their outputs read by an FX Interpreter, as no hook sees them
+_ADDS = (operator.add, torch.add, torch.ops.quantized.add, torch.ops.quantized.add_relu)
+ADD = "add#"
 _GRAPHS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_TRACES: weakref.WeakKeyDictionary[Any, torch.fx.GraphModule] = weakref.WeakKeyDictionary()
 _FP32_PLANS: weakref.WeakKeyDictionary[Any, tuple[list[_Layer], dict[str, str]]] = \
     weakref.WeakKeyDictionary()
 
@@ -103,8 +109,13 @@ def _sole_feeder(node: torch.fx.Node, names: dict[torch.fx.Node, str]) -> torch.
     return None
 
 
+def _is_add(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _ADDS
+
+
 def graph_layers(graph_module: torch.fx.GraphModule) -> list[_Layer]:
-    """Every non-bookkeeping ``call_module`` of the graph, in graph (execution) order.
+    """Every non-bookkeeping ``call_module`` and every residual add (``add#K``) of the graph,
+    in graph (execution) order.
 
     A ReLU6 that is the only consumer of a layer is merged into it (value read after the
     ReLU6): the INT8 build quantizes such a layer's output over the clamped range
@@ -115,7 +126,16 @@ def graph_layers(graph_module: torch.fx.GraphModule) -> list[_Layer]:
     names: dict[torch.fx.Node, str] = {}
     index: dict[torch.fx.Node, int] = {}
     layers: list[_Layer] = []
+    adds = 0
     for node in graph_module.graph.nodes:
+        if _is_add(node):
+            name = f"{ADD}{adds}"
+            adds += 1
+            index[node] = len(layers)
+            layers.append(_Layer(name, node.name, node.name, "add", _producers(node, names),
+                                 name))
+            names[node] = name
+            continue
         if node.op != "call_module":
             continue
         target = str(node.target)
@@ -146,9 +166,26 @@ def _precision(value: torch.Tensor) -> str:
         value.dtype, str(value.dtype).removeprefix("torch."))
 
 
-def _run_hooked(model: nn.Module, wanted: set[str],
+class _Recorder(torch.fx.Interpreter):
+    """Runs a GraphModule node by node, keeping each residual add's output as ``add#K``
+    (module forward hooks fire as in a plain call)."""
+
+    def __init__(self, module: torch.fx.GraphModule, seen: dict[str, list[torch.Tensor]]):
+        super().__init__(module)
+        self.seen, self.adds = seen, 0
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if _is_add(n):
+            self.seen[f"{ADD}{self.adds}"].append(result.detach().clone())
+            self.adds += 1
+        return result
+
+
+def _run_hooked(model: nn.Module, graph: torch.fx.GraphModule, wanted: set[str],
                 x: torch.Tensor) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
-    """(model output, {module: [output of each call]}) for one forward of ``x``."""
+    """(output, {module or add#K: [output of each call]}) for one run of ``graph``, the FX
+    graph of ``model`` (its modules are ``model``'s, so hooks on them fire)."""
     seen: dict[str, list[torch.Tensor]] = collections.defaultdict(list)
 
     def hook(name: str) -> Any:
@@ -157,10 +194,11 @@ def _run_hooked(model: nn.Module, wanted: set[str],
                 seen[name].append(output.detach().clone())
         return record
 
-    handles = [model.get_submodule(name).register_forward_hook(hook(name)) for name in wanted]
+    handles = [model.get_submodule(name).register_forward_hook(hook(name))
+               for name in wanted if not name.startswith(ADD)]
     try:
         with torch.inference_mode(), tq.quiet():
-            out = model(x)
+            out = _Recorder(graph, seen).run(x)
     finally:
         for handle in handles:
             handle.remove()
@@ -187,7 +225,8 @@ def _outputs(layers: list[_Layer], seen: dict[str, list[torch.Tensor]],
             seen, lr.module_name(layer.name), layer.head_call, layer.name)
         data = value.dequantize() if value.is_quantized else value
         result.append(LayerOutput(layer.name, (op_types or {}).get(layer.name, layer.op_type),
-                                  _precision(head), data.float().numpy(), layer.inputs))
+                                  _precision(head), data.float().numpy(), layer.inputs,
+                                  excludable=not layer.name.startswith(ADD)))
     return result
 
 
@@ -226,7 +265,7 @@ def _capture_int8(backend: Any, x: torch.Tensor) -> LayerCapture:
     graph = int8_graph(backend)
     layers = graph_layers(graph)
     wanted = {layer.target for layer in layers} | {lr.module_name(n.name) for n in layers}
-    out, seen = _run_hooked(graph, wanted, x)
+    out, seen = _run_hooked(graph, graph, wanted, x)
     diff = _check_against_script(backend, out, x)
     return LayerCapture(
         layers=_outputs(layers, seen),
@@ -235,8 +274,8 @@ def _capture_int8(backend: Any, x: torch.Tensor) -> LayerCapture:
         precision_source="output dtype seen by the hook on the layer's module (quint8/qint8 "
                          "-> int8, float32 -> fp32; for conv+ReLU6, the conv's)",
         notes={"model_file": str(backend.artifact.path), "script_max_logit_diff": diff,
-               "not_captured": "functional ops (add, mul, sigmoid ...) and bookkeeping "
-                               "modules (Flatten, Dropout, padding)",
+               "not_captured": "functional ops other than residual adds (mul, sigmoid ...) "
+                               "and bookkeeping modules (Flatten, Dropout, padding)",
                "layer_recipe": backend.artifact.meta.get("layer_recipe", {})},
     )
 
@@ -279,6 +318,10 @@ def _fusion_plan(model: nn.Module) -> tuple[list[_Layer], dict[str, str]]:
     originals = dict(model.named_modules())
     plan, op_types = [], {}
     for layer in graph_layers(fused):
+        if layer.name.startswith(ADD):  # read by the interpreter, in run order
+            plan.append(layer)
+            op_types[layer.name] = "add"
+            continue
         end = by_name[layer.node]
         while len(end.users) == 1:  # modules fused away (BN, ReLU) come after their head
             user = next(iter(end.users))
@@ -301,14 +344,17 @@ def _capture_fp32(backend: Any, x: torch.Tensor) -> LayerCapture:
     if backend not in _FP32_PLANS:
         _FP32_PLANS[backend] = _fusion_plan(model)
     plan, op_types = _FP32_PLANS[backend]
-    _, seen = _run_hooked(model, {layer.target for layer in plan}, x)
+    if backend not in _TRACES:  # the eager model's own graph: its modules, hooks and all
+        _TRACES[backend] = torch.fx.symbolic_trace(model)
+    _, seen = _run_hooked(model, _TRACES[backend], {layer.target for layer in plan}, x)
     return LayerCapture(
         layers=_outputs(plan, seen, op_types),
-        method="torch: forward hooks on the eager FP32 module the SUT runs; conv+BN(+ReLU) "
-               "read at the fusion's last module, named as FX names the fused module",
+        method="torch: forward hooks on the eager FP32 module the SUT runs (run through its "
+               "FX trace, which also reads the residual adds); conv+BN(+ReLU) read at the "
+               "fusion's last module, named as FX names the fused module",
         precision_source="output tensor dtype seen by each hook",
         notes={"model_file": str(backend.artifact.path),
-               "not_captured": "functional ops (add, mul, sigmoid ...), bookkeeping modules, "
+               "not_captured": "functional ops other than residual adds, bookkeeping modules, "
                                "and BN/ReLU modules inside a fusion (read as the fused layer)"},
     )
 

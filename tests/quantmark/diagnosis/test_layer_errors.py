@@ -108,12 +108,13 @@ def _pairs(sqnrs: dict[str, float], inputs: dict[str, tuple[str, ...]]) -> list[
     return pairs
 
 
-def test_a_layer_is_charged_only_for_what_it_loses_against_its_noisiest_input():
+def test_a_layer_is_charged_only_for_what_it_loses_against_what_it_received():
     pairs = _pairs({"stem": 32.0, "b": 22.0, "c": 25.0, "add": 20.0, "d": 12.0},
                    {"b": ("stem",), "c": ("stem",), "add": ("b", "c"), "d": ("add",)})
-    lost = {p.name: round(p.lost_db, 6) for p in pairs}
-    # the stem is above the lossless line; add loses 2 dB against b, its noisier input
-    assert lost == {"stem": 0.0, "b": 8.0, "c": 5.0, "add": 2.0, "d": 8.0}
+    lost = {p.name: round(p.lost_db, 3) for p in pairs}
+    # the stem is above the lossless line; add received b + c: signal 1 + 1, noise
+    # 10^-2.2 + 10^-2.5, so 23.246 dB, and it loses 3.246 of them
+    assert lost == {"stem": 0.0, "b": 8.0, "c": 5.0, "add": 3.246, "d": 8.0}
     assert [p.name for p in le.worst(pairs, 2)] == ["d", "b"]  # tie: the lower SQNR first
 
 
@@ -121,6 +122,16 @@ def test_an_unmatched_producer_is_looked_through():
     pairs = _pairs({"conv": 20.0, "next": 15.0}, {"next": ("add",)})
     le.attribute(pairs, {"conv": (), "add": ("conv", "skip"), "skip": (), "next": ("add",)})
     assert [round(p.lost_db, 6) for p in pairs] == [10.0, 5.0]  # next against conv, via add
+
+
+def test_the_recovery_skips_layers_the_framework_cannot_keep_in_fp32():
+    from quantmark.diagnosis.job import excludable
+
+    pairs = _pairs({"a": 28.0, "add#0": 18.0, "b": 12.0, "c": 11.0}, {})
+    pairs[1].excludable = False  # a torch functional add
+    pairs[3].precision = "fp32"  # already FP32
+    assert [p.name for p in le.worst(pairs, 4)][:2] == ["add#0", "b"]
+    assert excludable(pairs, 2) == ["b", "a"]
 
 
 def test_without_graph_inputs_the_previous_layer_is_the_input():

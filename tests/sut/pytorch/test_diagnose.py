@@ -142,8 +142,9 @@ def test_unknown_layer_names_are_refused(digits_weights, digits_calibration):
 
 def test_a_relu6_only_consumer_is_read_as_part_of_its_layer():
     """conv+BN feeding only a ReLU6 is one layer in both graphs, read after the ReLU6 (the
-    INT8 build quantizes that conv's output over the clamped range); a shared ReLU6 module's
-    second call is ``name:1``."""
+    INT8 build quantizes that conv's output over the clamped range); so is a residual add
+    (``add#0``, a layer of its own, read by the interpreter) and the ReLU6 after it, whose
+    shared module runs its second call there."""
     from torch import nn
     from torch.ao.quantization.quantize_fx import fuse_fx
 
@@ -163,8 +164,8 @@ def test_a_relu6_only_consumer_is_read_as_part_of_its_layer():
     layers = diagnose.graph_layers(fuse_fx(Net().eval()))
     assert [(layer.name, layer.op_type, layer.inputs) for layer in layers] == [
         ("conv", "Conv2d+ReLU6", ()), ("conv2", "Conv2d", ("conv",)),
-        ("act:1", "ReLU6", ("conv2", "conv"))]
+        ("add#0", "add+ReLU6", ("conv2", "conv"))]
     plan, op_types = diagnose._fusion_plan(model)
     assert [(layer.name, layer.target, layer.call) for layer in plan] == [
-        ("conv", "act", 0), ("conv2", "conv2", 0), ("act:1", "act", 1)]
+        ("conv", "act", 0), ("conv2", "conv2", 0), ("add#0", "act", 1)]
     assert op_types["conv"] == "Conv2d+BatchNorm2d+ReLU6"
