@@ -172,6 +172,8 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
              f"precision: {record['capture']['test']['precision_source']}"]
     if record.get("exclusion"):
         lines.append(f"recovery keeps layers in FP32 with {record['exclusion']}")
+    if record.get("recovery_failed"):
+        lines.append(f"RECOVERY FAILED: {record['recovery_failed']}")
     return lines
 
 

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from quantmark.diagnosis.job import DiagnoseConfig, run
-from quantmark.ground.errors import UserError
+from quantmark.ground.errors import SutError, UserError
 from quantmark.report import diagnosis as tables
 from quantmark.validate import check_output_writable, validate_inputs
 
@@ -48,7 +48,8 @@ def config_from_args(args: Any) -> DiagnoseConfig:
 
 
 def diagnose(args: Any) -> Path:
-    """Run a diagnosis as the flags ask, write its folder, print its tables."""
+    """Run a diagnosis as the flags ask, write its folder, print its tables. A recovery curve
+    that fails is a SutError raised after the diagnosis is written (exit 3, nothing lost)."""
     from quantmark.diagnosis import output
 
     config = config_from_args(args)
@@ -63,6 +64,9 @@ def diagnose(args: Any) -> Path:
     console.print(f"written to {escape(str(folder))}: results.json, layers.csv, layers.md"
                   f"{', recovery.csv' if record.get('recovery') else ''}, diagnosis.png",
                   soft_wrap=True)
+    if record.get("recovery_failed"):
+        raise SutError(f"the recovery curve failed ({record['recovery_failed']}); the "
+                       f"diagnosis is written to {folder}")
     return folder
 
 

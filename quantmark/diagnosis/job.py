@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from quantmark.diagnosis import layer_errors, recovery
-from quantmark.ground.errors import UserError
+from quantmark.ground.errors import SutError, UserError
 from quantmark.models.zoo import get_model
 from quantmark.qsl import open_dataset
 from quantmark.qsl.cache import cached_images
@@ -187,7 +187,10 @@ def run(config: DiagnoseConfig) -> dict[str, Any]:
         "describe": {"test": test[0].describe(), "reference": ref[0].describe()},
     }
     if config.recover:
-        record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs)
+        try:
+            record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs)
+        except (UserError, SutError) as exc:  # the diagnosis itself stands: keep it
+            record["recovery_failed"] = str(exc)
     for backend in (test[0], ref[0]):
         backend.close()
     return record

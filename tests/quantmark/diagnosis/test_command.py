@@ -72,3 +72,25 @@ def test_report_shows_the_diagnosis(diagnosed, tmp_path):
     assert "### Recovery curve" in markdown
     assert (tmp_path / "report" / "figures" /
             "diagnosis-efficientnet-lite0-ort-int8-ort-fp32.png").is_file()
+
+
+def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monkeypatch):
+    from quantmark.cli import build_diagnose_parser
+    from quantmark.diagnosis import command
+    from quantmark.ground.errors import SutError
+    from tests.report.test_diagnosis import _record
+
+    record = _record(recovery_failed="K=2: NNCF could not quantize")
+    del record["recovery"]
+    record.update(capture={"test": {"method": "m", "precision_source": "p", "layers": 4,
+                                    "notes": {}},
+                           "reference": {"method": "m", "precision_source": "p", "layers": 4,
+                                         "notes": {}}})
+    monkeypatch.setattr(command, "run", lambda config: dict(record))
+    args = build_diagnose_parser().parse_args(["--sut", "ort-int8", "--recover", "2",
+                                               "--output", str(tmp_path)])
+    with pytest.raises(SutError, match="recovery curve failed .*NNCF.*diagnosis is written"):
+        command.diagnose(args)
+    written = json.loads(next(tmp_path.rglob("results.json")).read_text())
+    assert written["recovery_failed"].startswith("K=2") and len(written["layers"]) == 4
+    assert "RECOVERY FAILED: K=2" in next(tmp_path.rglob("layers.md")).read_text()
