@@ -6,7 +6,6 @@ TensorRT and an NVIDIA GPU and says why it skips."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import sys
 import threading
@@ -17,7 +16,6 @@ import numpy as np
 import pytest
 
 from quantmark.ground.errors import SutError, UserError
-from quantmark.ground.fingerprint import gpu_present
 from quantmark.models.artifacts import Artifact
 from quantmark.models.qdq import qdq_onnx_for_tensorrt
 from quantmark.sut.interface import SutOptions
@@ -33,6 +31,7 @@ from quantmark.sut.tensorrt.calibration import (
     calibration_cache_path,
 )
 from tests.sut.side_by_side import predict_side_by_side
+from tests.sut.tensorrt import gpu_skip_reason
 
 # --------------------------------------------------------------------------- cache keys
 
@@ -645,16 +644,8 @@ def test_qdq_model_has_the_form_tensorrt_accepts(digits_weights, digits_calibrat
 
 # --------------------------------------------------------------------------- on a GPU
 
-def _gpu_skip_reason() -> str | None:
-    if importlib.util.find_spec("tensorrt") is None:
-        return "tensorrt is not installed (pip install 'quantmark[trt]')"
-    if not gpu_present():
-        return "no NVIDIA GPU (no /dev/nvidiactl or /dev/nvidia0)"
-    return None
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=str(gpu_skip_reason()))
 def test_engines_build_run_and_report_on_the_gpu(digits_weights, digits_calibration,
                                                  digits_data):
     from tests.digits_model import DIGITS_SPEC, top1
@@ -690,7 +681,7 @@ def test_engines_build_run_and_report_on_the_gpu(digits_weights, digits_calibrat
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=str(gpu_skip_reason()))
 def test_two_engines_answer_alike_from_two_threads_at_once(digits_weights, digits_data):
     """Two trt-fp32 backends in one process (ensemble members), one thread each: distinct
     streams, and the concurrent answers equal the sequential ones."""

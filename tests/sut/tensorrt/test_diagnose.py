@@ -5,7 +5,6 @@ capture and rebuild themselves need TensorRT and an NVIDIA GPU and say why they 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import types
 
@@ -13,12 +12,12 @@ import numpy as np
 import pytest
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.fingerprint import gpu_present
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.layers import Recipe
 from quantmark.sut.tensorrt import build as trt_build
 from quantmark.sut.tensorrt import diagnose
 from quantmark.sut.tensorrt.build import BatchProfile, engine_cache_key, keep_fp32, layer_node
+from tests.sut.tensorrt import gpu_skip_reason
 
 # --------------------------------------------------------------------------- inspector JSON
 
@@ -262,14 +261,6 @@ def test_capture_layers_of_the_digits_onnx(digits_weights):
 
 # --------------------------------------------------------------------------- on a GPU
 
-def _gpu_skip_reason() -> str | None:
-    if importlib.util.find_spec("tensorrt") is None:
-        return "tensorrt is not installed (pip install 'quantmark[trt]')"
-    if not gpu_present():
-        return "no NVIDIA GPU (no /dev/nvidiactl or /dev/nvidia0)"
-    return None
-
-
 def _sqnr(ref: np.ndarray, test: np.ndarray) -> float:
     noise = float(np.sum((ref.astype(np.float64) - test) ** 2))
     return 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / max(noise, 1e-30))
@@ -287,7 +278,7 @@ def _create(name, digits_weights, digits_calibration, recipe=None):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=str(gpu_skip_reason()))
 def test_capture_int8_against_fp32_on_the_gpu(digits_weights, digits_calibration, digits_data):
     fp32 = _create("trt-fp32", digits_weights, digits_calibration)
     int8 = _create("trt-int8", digits_weights, digits_calibration)
@@ -312,7 +303,7 @@ def test_capture_int8_against_fp32_on_the_gpu(digits_weights, digits_calibration
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+@pytest.mark.skipif(gpu_skip_reason() is not None, reason=str(gpu_skip_reason()))
 def test_rebuild_keeps_an_excluded_layer_in_fp32_on_the_gpu(digits_weights, digits_calibration,
                                                             digits_data):
     from tests.digits_model import top1
