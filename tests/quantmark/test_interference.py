@@ -167,11 +167,11 @@ def test_other_processes_past_the_threshold_disturb_the_run():
     assert summary["other_cpu_cores"] == pytest.approx(0.94)
     assert summary["other_cpu_share"] == pytest.approx(0.47)
     assert summary["test_cpu_cores"] == pytest.approx(1.0)
-    assert summary["why"] == ["other processes used 0.94 of 2 cores (47% of the machine)"]
+    assert summary["why"] == ["other processes used 0.94 of 2 cores (47.0% of the machine; "
+                              "over 1.5% moves latency figures beyond their interval)"]
     assert summary["window_s"] == 5.0 and summary["samples"] == 11
-    assert summary["run_queue_max"] == 3 and summary["thresholds"]["other_cpu_share"] == 0.03
-    assert describe(summary) == ("DISTURBED: other processes used 0.94 of 2 cores (47% of "
-                                 "the machine)")
+    assert summary["run_queue_max"] == 3 and summary["thresholds"]["other_cpu_share"] == 0.015
+    assert describe(summary).startswith("DISTURBED: other processes used 0.94 of 2 cores (47.0%")
 
 
 def test_a_quiet_window_is_not_disturbed_whatever_came_before_it_or_the_cpu_pressure():
@@ -185,12 +185,45 @@ def test_a_quiet_window_is_not_disturbed_whatever_came_before_it_or_the_cpu_pres
     assert summarize(series(OTHER_SHARE_MAX * 2 * 1.1), 1001, 1009)["disturbed"] is True
 
 
+def burst_series(burst_s: float, *, burst_cores: float = 1.0, quiet: float = 0.005,
+                 seconds: int = 600) -> Samples:
+    """Samples every 0.1 s over ``seconds``: ``quiet`` cores of other work throughout, and
+    ``burst_cores`` more for ``burst_s`` seconds in the middle; the test takes one core."""
+    samples = Samples(cpus=2)
+    middle = seconds / 2
+    for i in range(seconds * 10 + 1):
+        t = i / 10
+        burst = burst_cores * min(max(t - middle, 0.0), burst_s)
+        samples.add(1000 + t, {"busy": (quiet + 1.0 + 0.05) * t + burst, "total": 2 * t,
+                               "steal": 0.0, "iowait": 0.0, "test": 1.0 * t,
+                               "parent": 0.05 * t}, {})
+    return samples
+
+
+def test_a_short_burst_that_reaches_p99_disturbs_a_long_run_under_the_average_threshold():
+    # the issue's case: 10 s on one core in a 600 s run is 0.8% of the machine on average
+    summary = summarize(burst_series(10.0), 1000, 1600)
+    assert summary["other_cpu_share"] < OTHER_SHARE_MAX
+    assert summary["burst_s"] == pytest.approx(10.0)
+    assert summary["disturbed"] is True
+    assert summary["why"] == ["other processes took 0.25 of a core or more for 10 s (1.7% of "
+                              "the run: enough to move p99)"]
+
+
+def test_a_burst_shorter_than_the_slowest_percent_of_the_run_or_too_light_is_not_one():
+    assert summarize(burst_series(3.0), 1000, 1600)["disturbed"] is False  # 0.5% of the run
+    light = summarize(burst_series(60.0, burst_cores=0.1), 1000, 1600)  # a tenth of a core
+    assert light["burst_s"] == 0 and light["disturbed"] is False
+
+
 def test_steal_and_memory_and_io_pressure_disturb_the_run():
     summary = summarize(series(0.0, steal=0.06, memory_pct=8.0, io_pct=12.0), 1001, 1009)
     assert summary["steal_share"] == pytest.approx(0.06)
     assert summary["why"] == ["steal 6% (the hypervisor ran other guests on these cores)",
-                              "memory pressure: tasks waited for memory 8% of the run",
-                              "IO pressure: every task waited on IO 12% of the run"]
+                              "memory pressure: some task (the test's own included) waited "
+                              "for memory 8% of the run",
+                              "IO pressure: every running task (the test's own included) "
+                              "waited on IO 12% of the run"]
     assert describe(summary).startswith("DISTURBED: steal 6% (")
     assert summarize(series(0.0, steal=0.02, memory_pct=1.0, io_pct=1.0),
                      1001, 1009)["disturbed"] is False
@@ -299,7 +332,12 @@ def test_a_quiet_run_is_not_disturbed(tiny, tmp_path, quantmark_cache):
     background = before.summary(start, end)["other_cpu_share"]
     if background is not None and background > OTHER_SHARE_MAX / 2:
         pytest.skip(f"other processes already use {background:.0%} of this machine")
-    interference = _launched(_quick(tiny, tmp_path))
+    # A machine may get busy for a moment during the run (the flag is right then): three
+    # tries. A monitor that counted the test's own work as other processes' fails all three.
+    for attempt in range(3):
+        interference = _launched(_quick(tiny, tmp_path / f"try{attempt}"))
+        if interference["disturbed"] is False:
+            break
     assert interference["disturbed"] is False, interference
     assert interference["samples"] > 10 and interference["test_cpu_cores"] > 0.3
 
