@@ -16,19 +16,21 @@ import pytest
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.locks import FileLock
-from quantmark.interference import (
-    OTHER_SHARE_MAX,
-    Monitor,
-    Samples,
-    attach,
+from quantmark.ground.proc_counters import (
     descendants,
-    describe,
     freq_files,
     parse_cpu_stat,
     parse_pressure,
     read_cpu_stat,
     read_pressure,
     read_process_cpu_s,
+)
+from quantmark.interference import (
+    OTHER_SHARE_MAX,
+    Monitor,
+    Samples,
+    attach,
+    describe,
     summarize,
 )
 from quantmark.launcher import launch
