@@ -12,6 +12,12 @@ file, a missing one) is logged on one line and rebuilt. Whole-file sha256 is che
 at ~2 GB/s per core with SHA extensions (0.3-0.5 GB/s without), and artifacts are 5-100 MB, so
 a load pays 5-50 ms. ``meta["verified_sha256"]`` is the digest checked on this load (of the
 file, or of the file list for a folder artifact), which results.json then carries.
+
+The manifest is verified too: the backends read ``label_offset``, the layout and the input names
+from it, so ``"label_offset": 0`` edited to ``1`` would score 0 % with nothing pointing at the
+cache. It carries ``manifest_sha256``, the hash of all its other fields, and a manifest whose
+fields no longer hash to it (or that lacks it, is unreadable or is missing from a built folder)
+is rebuilt with the same one warning line as a damaged model file.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ def progress(msg: str) -> None:
 
 MANIFEST = "artifact.json"
 SCHEMA = 1
+MANIFEST_HASH = "manifest_sha256"  # the manifest's own field: hash_json of all its others
 
 
 @dataclass
@@ -62,7 +69,7 @@ class Artifact:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], folder: Path) -> Artifact:
-        fields = {k: v for k, v in data.items() if k != "schema"}
+        fields = {k: v for k, v in data.items() if k not in ("schema", MANIFEST_HASH)}
         fields["path"] = folder / data["path"]
         return cls(**fields)
 
@@ -95,32 +102,67 @@ def artifact_dir(model: str, key: str) -> Path:
 
 def load_cached(model: str, key: str) -> Artifact | None:
     """The cached artifact for (model, key), its files verified against the hashes recorded at
-    build time; None if absent, incomplete, unreadable or corrupted (logged on one line)."""
+    build time; None if absent, or (logged on one line) if its manifest or any recorded file
+    is missing, unreadable or changed."""
     return _load_verified(artifact_dir(model, key), warn=True)
 
 
 def _load_verified(folder: Path, warn: bool) -> Artifact | None:
-    """Read the manifest, hash every recorded file, and return the artifact if all match."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text())
-        if data.get("schema") != SCHEMA:
-            return None
-        art = Artifact.from_json(data, folder)
-    except (OSError, ValueError, KeyError, TypeError):
+    """Read the manifest, check its own hash, hash every recorded file, and return the artifact
+    if all match; otherwise None, with one warning line when ``warn`` (a folder that exists is
+    a built artifact, so whatever is wrong with it is damage, not an unfinished build)."""
+    if not folder.is_dir():
         return None
-    if not art.path.is_file():
-        return None
-    try:
-        files, problem = verify_files(folder, art.meta.get("files"))
-    except OSError as exc:  # unreadable file: as good as corrupted
-        files, problem = {}, f"cannot be read ({exc.strerror or exc})"
-    if problem is not None:
+    art, problem = _read_manifest(folder)
+    files: dict[str, dict[str, Any]] = {}
+    if art is not None:
+        try:
+            files, problem = verify_files(folder, art.meta.get("files"))
+        except OSError as exc:  # unreadable file: as good as corrupted
+            problem = f"cannot be read ({exc.strerror or exc})"
+        if problem is None and not art.path.is_file():
+            problem = f"{art.path.name} is missing"  # not among the recorded files
+    if art is None or problem is not None:
         if warn:
             log.warning("cached artifact %s failed verification: %s; rebuilding it",
                         folder, problem)
         return None
     art.meta = {**art.meta, "cached": True, **_verified(art, folder, files)}
     return art
+
+
+def _read_manifest(folder: Path) -> tuple[Artifact | None, str | None]:
+    """The artifact its manifest describes once the manifest matches its own hash, or what is
+    wrong with the manifest."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except FileNotFoundError:
+        return None, f"{MANIFEST} is missing"
+    except (OSError, ValueError) as exc:
+        return None, f"{MANIFEST} cannot be read ({' '.join(str(exc).split())[:80]})"
+    if not isinstance(data, dict) or MANIFEST_HASH not in data:
+        return None, f"{MANIFEST} records no hash of itself (built by an older quantmark)"
+    digest = manifest_hash(data)
+    if digest != data[MANIFEST_HASH]:
+        return None, (f"{MANIFEST} has hash {digest[:12]}..., {str(data[MANIFEST_HASH])[:12]}"
+                      "... when built (edited in place)")
+    if data.get("schema") != SCHEMA:
+        return None, f"{MANIFEST} has schema {data.get('schema')}, not {SCHEMA}"
+    try:
+        return Artifact.from_json(data, folder), None
+    except (KeyError, TypeError) as exc:
+        return None, f"{MANIFEST} does not describe an artifact ({exc})"
+
+
+def manifest_hash(data: dict[str, Any]) -> str:
+    """sha256 of every field of a manifest but its own hash (key order and layout aside)."""
+    return hash_json({k: v for k, v in data.items() if k != MANIFEST_HASH}, 64)
+
+
+def _sealed_manifest(art: Artifact) -> dict[str, Any]:
+    """The manifest as it will read back from disk, with its own hash added."""
+    data = json.loads(json.dumps(art.to_json(), default=str))
+    return {**data, MANIFEST_HASH: manifest_hash(data)}
 
 
 def hash_folder(folder: Path) -> dict[str, dict[str, Any]]:
@@ -176,7 +218,7 @@ def cached_build(model: str, key: str, build: BuildFn) -> Artifact:
             raise RuntimeError(f"build for {model} wrote {art.path} outside {tmp}")
         art.key = key
         art.meta = {**art.meta, "cached": False, **_verified(art, tmp, hash_folder(tmp))}
-        atomic_write_json(tmp / MANIFEST, art.to_json())  # last: marks the folder complete
+        atomic_write_json(tmp / MANIFEST, _sealed_manifest(art))  # last: folder complete
         if final.exists() and _load_verified(final, warn=False) is None:
             shutil.rmtree(final, ignore_errors=True)  # interrupted, unreadable or corrupted
         try:

@@ -1,40 +1,60 @@
 """The built-in offline dataset: augmented crops of real photos that installed packages ship.
 
 No download is possible at run time, so the default dataset is generated once into the cache as
-an ImageNet-format folder: ``val/*.jpg`` listed in ``val_map.txt`` (evaluation) and ``cal/*.jpg``
-listed in ``cal_map.txt`` (calibration; different seed, different files, never evaluated).
+an ImageNet-format folder: ``val/*.jpg`` listed in ``val_map.txt`` (evaluation), with
+``val_groups.txt`` naming each crop's source photo (crops of one photo are one cluster for the
+accuracy interval), and ``cal/*.jpg`` listed in ``cal_map.txt`` (calibration, never evaluated).
 
-Every source photo was labelled BY HAND with one ImageNet-1k class (0-based) after looking at it;
-no model produced a label. A pretrained model was only used afterwards as a sanity check that the
-accuracy it reaches is meaningful (neither trivially 100 % nor noise). Crops vary in area (some
-miss the object, which is what keeps accuracy below 100 %), aspect, flip, size and brightness.
+Calibration crops are cut from OTHER photos than the evaluation crops: calibrating on crops of
+the very photos the INT8 model is then scored on would bias its measured accuracy upward.
+Calibration needs no labels, so it uses the photos that have no single ImageNet class.
+
+Every evaluation photo was labelled BY HAND with one ImageNet-1k class (0-based) after looking at
+it; no model produced a label. A pretrained model was only used afterwards as a sanity check that
+the accuracy it reaches is meaningful (neither trivially 100 % nor noise). Crops vary in area
+(some miss the object, which is what keeps accuracy below 100 %), aspect, flip, size, brightness.
+
+Verified, not trusted: ``contents.json`` records the sha256 of every file the generator wrote
+(images and maps) and a hash of itself. Each use checks every file against it; the per-file
+hashes are remembered by (size, mtime, ctime, inode) as for any dataset's fingerprint, and a
+rewrite changes ctime even when size and mtime are kept, so this costs a stat per file. A
+mismatch (an edited, copied-over, missing or undecodable image, an edited map) regenerates the
+set with one warning line: it is generated data, nobody is asked to repair it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 from PIL import Image, ImageEnhance
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.hashing import atomic_write_text, hash_json
+from quantmark.ground.hashing import atomic_write_json, atomic_write_text, hash_file, hash_json
 from quantmark.ground.paths import cache_dir
+
+from .groups import VAL_GROUPS
+from .imagenet import VAL_MAP, content_hashes
 
 log = logging.getLogger(__name__)
 
 # Bump when generation changes: the folder name changes with it, so old copies are not reused.
-BUILTIN_VERSION = 1
+# 2: calibration cut from photos the evaluation set does not use; val_groups.txt; contents.json.
+BUILTIN_VERSION = 2
 EVAL_COUNT = 1536  # > 1024, resnet50's MLPerf performance_sample_count
 CAL_COUNT = 500  # MLPerf's ResNet-50 calibration list size
 EVAL_SEED = 20240611
 CAL_SEED = 777013
 CAL_MAP = "cal_map.txt"
+CONTENTS = "contents.json"  # sha256 of every generated file, written last
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,18 @@ class SourcePhoto:
     resource: str  # path inside that package
     label: int  # 0-based ImageNet-1k class
     name: str  # the class name, for humans
+
+    @property
+    def group(self) -> str:
+        """The photo's own name (``motorcycle_left``): its crops are one cluster, not many."""
+        return PurePosixPath(self.resource).stem
+
+
+@dataclass(frozen=True)
+class CalibrationPhoto:
+    package: str
+    resource: str
+    what: str  # what it shows, for humans
 
 
 # Photo -> ImageNet class, chosen by looking at each photo.
@@ -72,11 +104,31 @@ LABELS: tuple[SourcePhoto, ...] = (
 # (motion-blurred blob), coins (no coin class), horse (binary silhouette), hubble_deep_field,
 # retina, ihc, cell, textures (brick/grass/gravel), logo, matplotlib Minduka (clip art).
 
+# The calibration split's photos: the colour photographs among those skipped above. None is an
+# evaluation photo, so calibration never sees what INT8 is scored on. The grey ones (camera,
+# coins, textures ...) and the drawings (logo, colour wheel, Minduka) are left out.
+CALIBRATION: tuple[CalibrationPhoto, ...] = (
+    CalibrationPhoto("skimage", "data/astronaut.png", "portrait of an astronaut, flag, shuttle"),
+    CalibrationPhoto("sklearn", "datasets/images/flower.jpg", "an orange dahlia in foliage"),
+    CalibrationPhoto("skimage", "data/hubble_deep_field.jpg", "galaxies on a black sky"),
+    CalibrationPhoto("skimage", "data/ihc.png", "stained tissue under a microscope"),
+    CalibrationPhoto("skimage", "data/retina.jpg", "a fundus photograph of a retina"),
+)
+
 
 def available_photos() -> list[tuple[SourcePhoto, Path]]:
     """The LABELS photos whose package is installed (scikit-image always is)."""
+    return _installed(LABELS)
+
+
+def calibration_photos() -> list[tuple[CalibrationPhoto, Path]]:
+    """The CALIBRATION photos whose package is installed."""
+    return _installed(CALIBRATION)
+
+
+def _installed(photos: Sequence) -> list:
     found = []
-    for photo in LABELS:
+    for photo in photos:
         spec = importlib.util.find_spec(photo.package)
         if spec is None or not spec.submodule_search_locations:
             continue
@@ -87,11 +139,12 @@ def available_photos() -> list[tuple[SourcePhoto, Path]]:
 
 
 def builtin_dataset_root() -> Path:
-    """Folder of the built-in dataset, generated on first use (atomically: temp dir + rename)."""
-    photos = available_photos()
-    if not photos:  # the lean (Raspberry Pi) install has none of the photo packages
+    """Folder of the built-in dataset, verified, and generated when absent or damaged
+    (atomically: temp dir + rename)."""
+    photos, cal_photos = available_photos(), calibration_photos()
+    if not photos or not cal_photos:  # the lean (Raspberry Pi) install has none of them
         raise UserError("the built-in dataset is cut from photos that scikit-image, scikit-learn "
-                        "and matplotlib ship, and none is installed: pip install "
+                        "and matplotlib ship, and they are not installed: pip install "
                         "'quantmark[data]', or pass --dataset-path (for a Pi: the dataset/ "
                         "folder that python run.py export wrote)")
     key = hash_json(
@@ -100,50 +153,134 @@ def builtin_dataset_root() -> Path:
             "eval": [EVAL_COUNT, EVAL_SEED],
             "cal": [CAL_COUNT, CAL_SEED],
             "photos": [(p.resource, p.label) for p, _ in photos],
+            "calibration_photos": [p.resource for p, _ in cal_photos],
         },
         12,
     )
     root = cache_dir("datasets") / f"builtin-v{BUILTIN_VERSION}-{key}"
-    if (root / "val_map.txt").is_file():
-        return root
+    if root.exists():
+        problem = verify(root)
+        if problem is None:
+            return root
+        log.warning("built-in dataset %s failed verification: %s; regenerating it", root,
+                    problem)
+    else:
+        log.info("generating the built-in dataset (%d + %d crops of %d + %d photos, one-off) "
+                 "into %s ...", EVAL_COUNT, CAL_COUNT, len(photos), len(cal_photos), root)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    log.info("generating the built-in dataset (%d + %d crops of %d photos, one-off) into %s ...",
-             EVAL_COUNT, CAL_COUNT, len(photos), root)
     try:
-        generate(tmp, photos)
-        try:
-            tmp.rename(root)
-        except OSError:  # another process won the race; its copy is identical
-            if not (root / "val_map.txt").is_file():
-                raise
+        generate(tmp, photos, cal_photos, EVAL_COUNT, CAL_COUNT)
+        _install(tmp, root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
+def _install(tmp: Path, root: Path) -> None:
+    """Rename ``tmp`` to ``root``, moving a damaged ``root`` aside first. Another process may
+    race to do the same: generation is deterministic, so whichever copy lands is the same."""
+    for _ in range(3):
+        try:
+            os.rename(tmp, root)
+            return
+        except OSError:
+            if not root.exists():
+                raise
+        if verify(root) is None:  # another process has just put a good copy there
+            return
+        stale = Path(tempfile.mkdtemp(prefix=f".{root.name}.stale.", dir=root.parent))
+        try:
+            os.rename(root, stale)  # onto the empty folder
+        except FileNotFoundError:
+            pass
+        finally:
+            shutil.rmtree(stale, ignore_errors=True)
+    raise OSError(f"cannot replace the damaged built-in dataset {root}; delete it")
+
+
+def verify(root: Path) -> str | None:
+    """None when every file listed in ``contents.json`` has the sha256 recorded at generation,
+    else what is wrong (one phrase)."""
+    try:
+        record = json.loads((root / CONTENTS).read_text())
+        files, seal = record["files"], record["sha256"]
+    except FileNotFoundError:
+        return f"{CONTENTS} is missing"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{CONTENTS} cannot be read ({type(exc).__name__})"
+    if not isinstance(files, dict) or not files or hash_json(files, 64) != seal:
+        return f"{CONTENTS} was changed after generation"
+    rels = sorted(files)
+    stats = []
+    for rel in rels:
+        try:
+            stats.append(os.stat(root / rel))
+        except OSError:
+            return f"{rel} is missing"
+    try:
+        got = content_hashes(root, rels, stats)
+    except UserError:
+        return "a file cannot be read"
+    bad = [rel for rel, digest in zip(rels, got, strict=True)
+           if len(digest) < 32 or not str(files[rel]).startswith(digest)]
+    if bad:
+        return (f"{len(bad)} of {len(rels)} files differ from what was generated "
+                f"(first: {bad[0]})")
+    return None
+
+
+def generated_root(path: str | os.PathLike) -> Path | None:
+    """The built-in dataset folder that ``path`` lies in, or None for any other file."""
+    datasets = os.path.realpath(cache_dir("datasets"))
+    rel = os.path.relpath(os.path.realpath(path), datasets)
+    top = Path(rel).parts[0] if rel != "." else ""
+    return Path(datasets) / top if top.startswith("builtin-v") else None
+
+
+def forget(root: Path) -> None:
+    """Mark a built-in set as damaged (a file that matched its hash but will not decode):
+    without its ``contents.json`` the next use regenerates it."""
+    (root / CONTENTS).unlink(missing_ok=True)
+
+
 def generate(
     folder: Path,
     photos: list[tuple[SourcePhoto, Path]],
+    cal_photos: list[tuple[CalibrationPhoto, Path]],
     eval_count: int = EVAL_COUNT,
     cal_count: int = CAL_COUNT,
 ) -> None:
-    """Write the eval and calibration splits into ``folder`` (deterministic for fixed seeds)."""
-    images = [_load_rgb(path) for _, path in photos]
-    labels = [photo.label for photo, _ in photos]
-    for split, count, seed, map_name, with_labels in (
-        ("val", eval_count, EVAL_SEED, "val_map.txt", True),
-        ("cal", cal_count, CAL_SEED, CAL_MAP, False),
-    ):
-        (folder / split).mkdir(parents=True)
-        rng = np.random.default_rng(seed)
-        # Balanced over photos, shuffled so the order carries no class pattern.
-        order = rng.permutation(np.arange(count) % len(images))
-        lines = []
-        for i, which in enumerate(order):
-            rel = f"{split}/{split}_{i:05d}.jpg"
-            _augment(images[which], rng).save(folder / rel, quality=90)
-            lines.append(f"{rel} {labels[which]}" if with_labels else rel)
-        atomic_write_text(folder / map_name, "\n".join(lines) + "\n")
+    """Write the eval split (crops of ``photos``) with its maps and the calibration split
+    (crops of ``cal_photos``), then, last, the sha256 of every file (deterministic for fixed
+    seeds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    val = _write_split(folder, "val", [_load_rgb(path) for _, path in photos], eval_count,
+                       EVAL_SEED)
+    cal = _write_split(folder, "cal", [_load_rgb(path) for _, path in cal_photos], cal_count,
+                       CAL_SEED)
+    sources = [photo for photo, _ in photos]
+    atomic_write_text(folder / VAL_MAP, "".join(f"{rel} {sources[i].label}\n" for rel, i in val))
+    atomic_write_text(folder / VAL_GROUPS,
+                      "".join(f"{rel} {sources[i].group}\n" for rel, i in val))
+    atomic_write_text(folder / CAL_MAP, "".join(f"{rel}\n" for rel, _ in cal))
+    written = [rel for rel, _ in val + cal] + [VAL_MAP, VAL_GROUPS, CAL_MAP]
+    files = {rel: hash_file(folder / rel, 64) for rel in written}
+    atomic_write_json(folder / CONTENTS, {"files": files, "sha256": hash_json(files, 64)})
+
+
+def _write_split(folder: Path, split: str, images: list[Image.Image], count: int,
+                 seed: int) -> list[tuple[str, int]]:
+    """``count`` augmented crops into ``folder/split``: (relative path, source index) each."""
+    (folder / split).mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    # Balanced over photos, shuffled so the order carries no class pattern.
+    order = rng.permutation(np.arange(count) % len(images))
+    out = []
+    for i, which in enumerate(order):
+        rel = f"{split}/{split}_{i:05d}.jpg"
+        _augment(images[which], rng).save(folder / rel, quality=90)
+        out.append((rel, int(which)))
+    return out
 
 
 def _load_rgb(path: Path) -> Image.Image:

@@ -40,6 +40,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json, hash_json
 from quantmark.ground.paths import cache_dir, pid_alive
 
+from .builtin import forget, generated_root
 from .imagenet import ImageFolderDataset
 from .preprocess import PreprocessRecipe, decode_and_crop
 
@@ -222,11 +223,20 @@ def _consume(results, bar: tqdm, paths: Sequence[Path], sources: Sequence[str]) 
     for count, failure in results:
         if failure is not None:
             index, reason = failure
-            raise UserError(
-                f"image {paths[index]} ({sources[index]}) cannot be decoded ({reason}); "
-                "replace the file or remove that line"
-            )
+            raise _undecodable(paths[index], sources[index], reason)
         bar.update(count)
+
+
+def _undecodable(path: Path, source: str, reason: str) -> UserError:
+    """The error for an image that will not decode. The user fixes their own dataset; the
+    built-in one is generated data, so it is marked for regeneration instead."""
+    root = generated_root(path)
+    if root is None:
+        return UserError(f"image {path} ({source}) cannot be decoded ({reason}); "
+                         "replace the file or remove that line")
+    forget(root)
+    return UserError(f"image {path} of the generated built-in dataset cannot be decoded "
+                     f"({reason}); the dataset is regenerated on the next run: run again")
 
 
 def _fill_rows(task: tuple[str, int, list[str], PreprocessRecipe]):

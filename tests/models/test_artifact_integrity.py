@@ -13,7 +13,15 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from quantmark.models.artifacts import MANIFEST, Artifact, artifact_dir, cached_build, load_cached
+from quantmark.models.artifacts import (
+    MANIFEST,
+    MANIFEST_HASH,
+    Artifact,
+    artifact_dir,
+    cached_build,
+    load_cached,
+    manifest_hash,
+)
 
 WEIGHTS = np.arange(1, 65, dtype=np.float32).reshape(8, 8) / 64
 
@@ -22,7 +30,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _onnx_build(builds: list[Path]):
+def _onnx_build(builds: list[Path], meta: dict | None = None):
     """A build function writing a one-MatMul ONNX with real weights (zeroing them matters)."""
 
     def build(folder: Path) -> Artifact:
@@ -36,7 +44,7 @@ def _onnx_build(builds: list[Path]):
         out = folder / "tiny-fp32.onnx"
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), out)
         return Artifact(path=out, format="onnx", precision="fp32", key="", weights="w",
-                        source_hash="s", meta={"sha256": _sha256(out)[:16]})
+                        source_hash="s", meta={"sha256": _sha256(out)[:16], **(meta or {})})
 
     return build
 
@@ -139,8 +147,70 @@ def test_manifest_without_hashes_is_rebuilt(caplog: pytest.LogCaptureFixture) ->
     manifest = artifact_dir("integrity-old", "k") / MANIFEST
     data = json.loads(manifest.read_text())
     del data["meta"]["files"]
+    data[MANIFEST_HASH] = manifest_hash(data)  # a consistent manifest, only without the hashes
     manifest.write_text(json.dumps(data))
     with caplog.at_level(logging.WARNING):
         again = cached_build("integrity-old", "k", _onnx_build(builds))
     _one_warning(caplog, "no content hashes")
     assert len(builds) == 2 and again.meta["files"]
+    del data[MANIFEST_HASH]  # an older quantmark wrote no hash of the manifest either
+    manifest.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING):
+        cached_build("integrity-old", "k", _onnx_build(builds))
+    assert len(builds) == 3 and "older quantmark" in caplog.records[-1].getMessage()
+
+
+def _edit_manifest(model: str, old: str, new: str) -> None:
+    """Edit the manifest's text in place, keeping its size (as a hand edit would)."""
+    manifest = artifact_dir(model, "k") / MANIFEST
+    text = manifest.read_text()
+    assert text.count(old) == 1 and len(old) == len(new)
+    manifest.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("old, new", [('"label_offset": 0', '"label_offset": 1'),
+                                      ('"layout": "NCHW"', '"layout": "NHWC"'),
+                                      ('"input_name": "x"', '"input_name": "y"')])
+def test_edited_manifest_is_rebuilt(old: str, new: str,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The backends read label offset, layout and input names from the manifest: an edit to
+    any field is caught by its own hash and the artifact rebuilt with one warning line."""
+    builds: list[Path] = []
+    model = "integrity-manifest-" + new.split(":")[0].strip('"')  # the cache is shared
+    meta = {"label_offset": 0, "layout": "NCHW", "input_name": "x"}
+    first = cached_build(model, "k", _onnx_build(builds, meta))
+    assert first.meta["label_offset"] == 0
+    _edit_manifest(model, old, new)
+    with caplog.at_level(logging.WARNING):
+        again = cached_build(model, "k", _onnx_build(builds, meta))
+    _one_warning(caplog, MANIFEST, "edited in place")
+    assert len(builds) == 2 and again.meta["cached"] is False
+    hit = load_cached(model, "k")
+    assert hit is not None and {k: hit.meta[k] for k in meta} == meta
+
+
+def test_unreadable_or_missing_manifest_warns(caplog: pytest.LogCaptureFixture) -> None:
+    builds: list[Path] = []
+    cached_build("integrity-nomanifest", "k", _onnx_build(builds))
+    manifest = artifact_dir("integrity-nomanifest", "k") / MANIFEST
+    manifest.write_text(manifest.read_text()[:-20])  # cut short: not JSON any more
+    with caplog.at_level(logging.WARNING):
+        cached_build("integrity-nomanifest", "k", _onnx_build(builds))
+    _one_warning(caplog, MANIFEST, "cannot be read")
+    caplog.clear()
+    manifest.unlink()
+    with caplog.at_level(logging.WARNING):
+        cached_build("integrity-nomanifest", "k", _onnx_build(builds))
+    _one_warning(caplog, MANIFEST, "is missing")
+    assert len(builds) == 3
+
+
+def test_deleted_model_file_warns_like_a_damaged_one(caplog: pytest.LogCaptureFixture) -> None:
+    builds: list[Path] = []
+    art = cached_build("integrity-deleted", "k", _onnx_build(builds))
+    art.path.unlink()
+    with caplog.at_level(logging.WARNING):
+        again = cached_build("integrity-deleted", "k", _onnx_build(builds))
+    _one_warning(caplog, "tiny-fp32.onnx", "is missing")
+    assert len(builds) == 2 and again.path.is_file()
+    np.testing.assert_allclose(_run(again.path), WEIGHTS)
