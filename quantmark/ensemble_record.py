@@ -100,5 +100,6 @@ def write_member_logs(folder: Path, indices: np.ndarray, probs: np.ndarray, work
     temporary = folder / "probabilities.tmp.npz"
     np.savez(temporary, qsl_idx=indices, probabilities=probs)
     temporary.replace(folder / "probabilities.npz")
-    if (work / "val_map.txt").is_file():
-        shutil.copyfile(work / "val_map.txt", folder / "val_map.txt")
+    for name in ("val_map.txt", "val_groups.txt"):  # the samples' images and their sources
+        if (work / name).is_file():
+            shutil.copyfile(work / name, folder / name)

@@ -9,8 +9,9 @@ the output folder, for each SUT:
 * ``<model>-<sut>.json``: its export record (``models.exported``): sha256, recipe, weights,
   calibration source / count / seed / hash, conversion times, exporting machine and software;
 
-and, when the built-in dataset was used, ``dataset/``: its evaluation images and
-``val_map.txt``, since the Pi install leaves out the packages whose photos the built-in dataset
+and, when the built-in dataset was used, ``dataset/``: its evaluation images, ``val_map.txt``
+and ``val_groups.txt`` (the source photo of each crop, so accuracy there is judged per photo,
+not per crop), since the Pi install leaves out the packages whose photos the built-in dataset
 is cut from. Every file is written under a temporary name and renamed into place.
 """
 
@@ -89,16 +90,27 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
 
 
 def _copy_dataset(root: Path, target: Path) -> None:
-    """The built-in evaluation split as a plain ImageNet-format folder (once; reused after)."""
-    if (target / "val_map.txt").is_file() and \
-            (target / "val_map.txt").read_bytes() == (root / "val_map.txt").read_bytes():
+    """The built-in evaluation split as a plain ImageNet-format folder, with the source photo
+    of each image (once; reused while its val_map and groups are the same)."""
+    from quantmark.qsl.groups import VAL_GROUPS
+
+    lists = [name for name in ("val_map.txt", VAL_GROUPS) if (root / name).is_file()]
+    if all(_same_file(root / name, target / name) for name in ("val_map.txt", VAL_GROUPS)):
         return
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(root / "val", tmp / "val")
-    shutil.copyfile(root / "val_map.txt", tmp / "val_map.txt")
+    for name in lists:
+        shutil.copyfile(root / name, tmp / name)
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
+
+
+def _same_file(source: Path, copy: Path) -> bool:
+    """Both absent, or both there with the same bytes."""
+    if not source.is_file() or not copy.is_file():
+        return source.is_file() == copy.is_file()
+    return source.read_bytes() == copy.read_bytes()
 
 
 def _machine() -> dict[str, Any]:

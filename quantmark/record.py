@@ -1,6 +1,7 @@
 """What a finished LoadGen test leaves beside its logs: results.json, accuracy.txt, the
-effective user.conf, the val_map the accuracy tool reads and, for quick runs, the note that
-the run is not valid for submission."""
+effective user.conf, the val_map the accuracy tool reads (with the source image of each sample,
+val_groups.txt, where the dataset names them) and, for quick runs, the note that the run is not
+valid for submission."""
 
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
         # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
         atomic_write_text(work / "val_map.txt",
                           "".join(f"{rel} {label}\n" for rel, label in dataset.items))
+        write_groups(work, dataset)
     if config.mode == "accuracy":
-        results["accuracy"] = _accuracy(work, prepared.qsl.total_count)
+        results["accuracy"] = _accuracy(work, prepared.qsl.total_count, backend.artifact)
     if config.ensemble:
         from quantmark.ensemble_record import ensemble_record
 
@@ -98,9 +100,11 @@ def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
                       {"name": spec.name, **artifact_record(backend.artifact)})}
 
 
-def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
-    """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing."""
+def _accuracy(work: Path, expected_count: int, artifact: Any = None) -> dict[str, Any]:
+    """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing; near
+    0% with the model's classes one off the labels, with a ``hint`` that says so."""
     from quantmark.report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
+    from quantmark.report.label_shift import note_shift
 
     accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
                                 read_val_map_labels(work / "val_map.txt"),
@@ -108,8 +112,22 @@ def _accuracy(work: Path, expected_count: int) -> dict[str, Any]:
     if accuracy.missing:
         return {"missing": accuracy.missing}
     atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
-    return {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
-            "duplicates": accuracy.duplicates}
+    result = {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
+              "duplicates": accuracy.duplicates}
+    note_shift(result, work, getattr(artifact, "meta", None))
+    return result
+
+
+def write_groups(work: Path, dataset: Any) -> None:
+    """The source image of each evaluated sample, beside the run's val_map, when the dataset
+    names them (its val_groups.txt): crops of one photo are one draw for the report's
+    accuracy intervals. An image the file does not name is its own source."""
+    from quantmark.qsl.groups import VAL_GROUPS, read_groups
+
+    groups = read_groups(dataset.root)
+    if groups is not None:
+        atomic_write_text(work / VAL_GROUPS,
+                          "".join(f"{rel} {groups.get(rel, rel)}\n" for rel, _ in dataset.items))
 
 
 def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 Each entry's ``data`` is the response bytes in hex: one float32, the predicted class. The same
 ``qsl_idx`` may appear more than once; the first response counts. The label of ``qsl_idx`` is
 line ``qsl_idx`` of the val_map the QSL was built from (the run folder keeps a copy of it in QSL
-order, so calibration images held out of a folder never shift the lines).
+order, so calibration images held out of a folder never shift the lines). Two runs are compared
+sample by sample by image, the path on each run's val_map line, never by ``qsl_idx``: a run
+that held calibration images out has other indices for the same images.
 
     python -m quantmark.report.accuracy --mlperf-accuracy-file mlperf_log_accuracy.json \\
         --imagenet-val-file val_map.txt [--expected-count 50000] [--output accuracy.txt]
@@ -26,6 +28,8 @@ from quantmark.ground.hashing import hash_file
 
 if TYPE_CHECKING:
     from quantmark.report.stats import AccuracyChange
+
+ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,19 @@ def read_log_entries(log_path: str | Path) -> list[dict]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"cannot read accuracy log {path} ({type(exc).__name__}); pass the "
                         "mlperf_log_accuracy.json of a finished LoadGen run") from None
-    if not isinstance(entries, list) or any(
-            not isinstance(e, dict) or "qsl_idx" not in e or "data" not in e for e in entries):
+    if not isinstance(entries, list):
         raise UserError(f"{path} is not a LoadGen accuracy log (a JSON list of "
                         "{seq_id, qsl_idx, data}); pass mlperf_log_accuracy.json")
+    for number, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise UserError(f"{path}: entry {number} is {type(entry).__name__} "
+                            f"{_short(entry)}, not an object {{seq_id, qsl_idx, data}}; pass "
+                            "the mlperf_log_accuracy.json LoadGen wrote")
+        lacking = [key for key in ("qsl_idx", "data") if key not in entry]
+        if lacking:
+            raise UserError(f"{path}: entry {number} has no {' or '.join(lacking)} (got "
+                            f"{_short(sorted(entry))}); pass the mlperf_log_accuracy.json "
+                            "LoadGen wrote")
     return entries
 
 
@@ -136,32 +149,103 @@ def read_val_map_labels(path: str | Path) -> list[int]:
     return [label for _, label in items]
 
 
-def correct_by_sample(folder: str | Path) -> tuple[list[bool], list[int]] | None:
-    """Whether each sample (in QSL order) was right in an accuracy run folder, and its label;
-    None when the folder lacks its log or val_map."""
+@dataclass(frozen=True)
+class RunSamples:
+    """An accuracy run folder's samples in QSL order: which image (its val_map.txt), its
+    label, the class the SUT answered, the image's source (val_groups.txt, when the data had
+    one) and the dataset's content fingerprint (results.json, when recorded)."""
+
+    images: list[str]
+    labels: list[int]
+    answers: dict[int, float]  # qsl_idx -> class
+    groups: dict[str, str] | None
+    fingerprint: str | None
+
+    def correct(self, row: int) -> bool:
+        answer = self.answers.get(row, math.nan)
+        return math.isfinite(answer) and int(answer) == self.labels[row]
+
+
+def run_samples(folder: str | Path, log: str | Path | None = None) -> RunSamples | None:
+    """The samples of an accuracy run folder (``log``: its accuracy log, if named otherwise);
+    None when it lacks its log or val_map."""
+    from quantmark.qsl.groups import read_groups
+    from quantmark.qsl.imagenet import parse_val_map
+    from quantmark.report.repeats import read_results
+
     folder = Path(folder)
-    log, val_map = folder / "mlperf_log_accuracy.json", folder / "val_map.txt"
+    log, val_map = Path(log or folder / ACCURACY_LOG), folder / "val_map.txt"
     if not log.is_file() or not val_map.is_file():
         return None
-    labels = read_val_map_labels(val_map)
-    predictions, _ = decode_predictions(log)
-    correct = [math.isfinite(p := predictions.get(i, math.nan)) and int(p) == label
-               for i, label in enumerate(labels)]
-    return correct, labels
+    items, _ = parse_val_map(val_map.read_bytes(), val_map)
+    fingerprint = (read_results(folder).get("dataset") or {}).get("fingerprint")
+    return RunSamples([rel for rel, _ in items], [label for _, label in items],
+                      decode_predictions(log)[0], read_groups(folder),
+                      fingerprint if isinstance(fingerprint, str) else None)
 
 
-def paired_change(baseline: str | Path, candidate: str | Path, by_source_image: bool
+@dataclass(frozen=True)
+class Pairing:
+    """The samples two runs share, matched by image (never by QSL position): run a's and run
+    b's row of each, and how many answered samples had no partner."""
+
+    images: list[str]
+    rows_a: list[int]
+    rows_b: list[int]
+    left_out: int
+
+
+def pair(a: RunSamples, b: RunSamples) -> Pairing | None:
+    """Match the answered samples of two runs by image path; None when the runs read other
+    datasets (their content fingerprints differ, so one path may be two images) or give one
+    image two labels. A calibration hold-out shifts QSL indices, never images."""
+    if a.fingerprint and b.fingerprint and a.fingerprint != b.fingerprint:
+        return None
+    rows_of_b = {image: row for row, image in enumerate(b.images) if row in b.answers}
+    images, rows_a, rows_b = [], [], []
+    for row, image in enumerate(a.images):
+        other = rows_of_b.get(image)
+        if row not in a.answers or other is None:
+            continue
+        if a.labels[row] != b.labels[other]:
+            return None
+        images.append(image)
+        rows_a.append(row)
+        rows_b.append(other)
+    answered = sum(row < len(a.images) for row in a.answers) + sum(
+        row < len(b.images) for row in b.answers)
+    return Pairing(images, rows_a, rows_b, answered - 2 * len(images))
+
+
+def paired_change(baseline: str | Path, candidate: str | Path, by_source_image: bool = False
                   ) -> AccuracyChange | None:
-    """The paired top-1 change from the baseline's accuracy run to the candidate's (same
-    samples, same labels), or None when they are not comparable. ``by_source_image``: the
-    built-in dataset, whose every class is one photo cropped many times, so the interval
-    resamples classes (photos), not crops."""
+    """The paired top-1 change from the baseline's accuracy run to the candidate's, on the
+    images both answered, or None when they share none (or read other datasets). The samples
+    are grouped by source image when either run folder has a val_groups.txt.
+    ``by_source_image`` (the built-in dataset) groups a run recorded before val_groups.txt
+    existed by label, one or two photos each: coarser than by photo, so still valid."""
+    base, cand = run_samples(baseline), run_samples(candidate)
+    if base is None or cand is None:
+        return None
+    return samples_change(base, cand, by_source_image)
+
+
+def samples_change(base: RunSamples, cand: RunSamples, by_source_image: bool = False
+                   ) -> AccuracyChange | None:
+    """``paired_change`` of two runs already read."""
+    from dataclasses import replace
+
     from quantmark.report.stats import accuracy_change
 
-    base, cand = correct_by_sample(baseline), correct_by_sample(candidate)
-    if base is None or cand is None or base[1] != cand[1]:
+    pairing = pair(base, cand)
+    if pairing is None or not pairing.images:
         return None
-    return accuracy_change(base[0], cand[0], groups=base[1] if by_source_image else None)
+    sources = base.groups or cand.groups
+    groups = ([sources.get(image, image) for image in pairing.images] if sources else
+              [base.labels[row] for row in pairing.rows_a] if by_source_image else None)
+    change = accuracy_change([base.correct(r) for r in pairing.rows_a],
+                             [cand.correct(r) for r in pairing.rows_b], groups)
+    return replace(change, left_out=pairing.left_out)
 
 
 def accuracy_text(result: AccuracyResult, log_path: str | Path | None = None) -> str:

@@ -34,7 +34,8 @@ NOTES = [
     "window (median of the repeats).",
     "Accuracy: each member's top-1 on the ensemble's samples (its answers inside the ensemble "
     "run) and in its own accuracy run. Δ vs best member: the ensemble minus its best member, in "
-    "points. The paired figure compares them sample by sample (95% interval, McNemar p). It "
+    "points. The paired figure compares them image by image (95% interval; p from a "
+    "t test over source photos where crops share one, else McNemar's exact test). It "
     "uses the best member's answers in the same run, else its own accuracy run on the same "
     "samples.",
 ]
@@ -156,7 +157,7 @@ SPEED_CSV = ["system", "ensemble", "scenario", "batch_size", "row", "kind", "n",
              "peak_rss_mb", "rss_vs_members", "time_share"]
 ACCURACY_CSV = ["system", "ensemble", "row", "kind", "top1", "top1_own_run",
                 "gain_vs_best_member_pts", "best_member", "paired_change_pts", "paired_low_pts",
-                "paired_high_pts", "paired_mcnemar_p", "paired_verdict", "paired_with",
+                "paired_high_pts", "paired_p", "paired_test", "paired_verdict", "paired_with",
                 "agreement_pct", "combined_checked", "combined_mismatches"]
 
 
@@ -185,7 +186,8 @@ def _accuracy_rows(t: AccuracyTable) -> list[dict[str, Any]]:
                      "paired_change_pts": change and change.delta_points,
                      "paired_low_pts": change and change.low,
                      "paired_high_pts": change and change.high,
-                     "paired_mcnemar_p": change and change.p_value,
+                     "paired_p": change and change.p_value,
+                     "paired_test": change and change.method,
                      "paired_verdict": change and change.verdict,
                      "paired_with": r["paired_with"],
                      "combined_checked": r["check"].get("checked"),

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from quantmark.report.accuracy import paired_change
+from quantmark.report.accuracy import ACCURACY_LOG, paired_change
 from quantmark.report.characterize import Config, Run, Study, is_ensemble
-from quantmark.report.intervals import ACCURACY_LOG, AccuracyLogs, interval, ratio, repeat_index
+from quantmark.report.intervals import AccuracyLogs, interval, ratio, repeat_index
 from quantmark.report.repeats import read_results
 from quantmark.report.stats import AccuracyChange, Ratio
 

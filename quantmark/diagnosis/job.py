@@ -24,6 +24,7 @@ from quantmark.models.zoo import get_model
 from quantmark.qsl import open_dataset
 from quantmark.qsl.cache import cached_images
 from quantmark.qsl.calibration import CalibrationProvider
+from quantmark.qsl.groups import read_groups
 from quantmark.qsl.preprocess import normalise, recipe_for
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.layers import Recipe
@@ -86,7 +87,9 @@ def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
     dataset = open_dataset(config.dataset_path)
     images = cached_images(dataset, recipe_for(spec, "NHWC"))
     rows = np.asarray(dataset.cache_rows)
-    groups = dataset.labels if getattr(dataset, "builtin", False) else None
+    named = read_groups(dataset.root)  # the source photo of each crop, where the data says
+    groups = (np.asarray([named.get(rel, rel) for rel, _ in dataset.items])
+              if named is not None else None)
     data = Data(spec, images[rows], dataset.labels, groups)
     return data, CalibrationProvider(dataset, spec, config.calibration_list)
 

@@ -76,6 +76,10 @@ def test_export_writes_each_artifact_its_record_and_the_dataset(exported):
     lines = (out / "dataset" / "val_map.txt").read_text().splitlines()
     assert len(lines) == 1536 and all((out / "dataset" / line.split()[0]).is_file()
                                       for line in lines)
+    # the source photo of each crop goes with them: a run there is judged per photo
+    groups = (out / "dataset" / "val_groups.txt").read_text().splitlines()
+    assert [g.split()[0] for g in groups] == [line.split()[0] for line in lines]
+    assert 2 <= len({g.split()[1] for g in groups}) < len(groups)
 
 
 def test_export_takes_only_tflite_suts(tmp_path):

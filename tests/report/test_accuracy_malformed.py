@@ -26,9 +26,18 @@ MALFORMED = {
     "text qsl_idx": [{"seq_id": 0, "qsl_idx": "zero", "data": GOOD}],
     "negative qsl_idx": [{"seq_id": 0, "qsl_idx": -1, "data": GOOD}],
     "missing keys": [{"seq_id": 0, "qsl_idx": 0}],
+    "missing qsl_idx": [{"seq_id": 0, "qsl_idx": 0, "data": GOOD}, {"seq_id": 1, "data": GOOD}],
+    "entry not an object": [{"seq_id": 0, "qsl_idx": 0, "data": GOOD}, [1, GOOD]],
     "not a list": {"qsl_idx": 0, "data": GOOD},
     "not JSON": "[{\"qsl_idx\": 0, \"data\": ",
 }
+
+WHAT = {"non-hex data": "not hex bytes", "odd-length data": "not hex bytes",
+        "numeric data": "not a hex string", "null data": "not a hex string",
+        "list data": "not a hex string", "malformed duplicate": "not hex bytes",
+        "text qsl_idx": "not a sample index", "negative qsl_idx": "not a sample index",
+        "missing keys": "has no data", "missing qsl_idx": "has no qsl_idx",
+        "entry not an object": "is list"}
 
 
 @pytest.mark.parametrize("case", list(MALFORMED))
@@ -46,6 +55,9 @@ def test_malformed_log_is_one_line_and_exit_2(case, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert str(log) in lines[0] and proc.stdout == ""
+    if isinstance(content, list):  # the entry is named, and what is wrong with it
+        assert f"entry {len(content) - 1}" in lines[0], lines[0]
+        assert WHAT[case] in lines[0], lines[0]
 
 
 def test_a_nan_or_infinite_class_is_wrong_not_a_crash(tmp_path):
