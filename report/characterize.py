@@ -21,7 +21,9 @@ from quantmark.ground.fingerprint import system_name
 from quantmark.ground.hashing import hash_json
 from quantmark.report import intervals
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
+from quantmark.report.measured import measured
 from quantmark.report.repeats import current_set
+from quantmark.report.stats import family_confidence
 from quantmark.report.training import load as load_training
 from quantmark.sut.info import SutInfo
 
@@ -85,8 +87,15 @@ class Config:
     def latency_metric(self) -> bool:
         return self.runs[0].summary.metric_unit == "ns"
 
+    def valid_runs(self) -> list[Run]:
+        """The runs a figure may use: an INVALID run (LoadGen's own verdict) measured
+        something other than what was asked, so it is left out, and the validity column
+        says how many were."""
+        return [r for r in self.runs if r.summary.validity == "VALID"]
+
     def metric_values(self) -> list[float]:
-        return [r.summary.metric_value for r in self.runs if r.summary.metric_value is not None]
+        return [r.summary.metric_value for r in self.valid_runs()
+                if r.summary.metric_value is not None]
 
     @property
     def metric(self) -> float | None:
@@ -105,6 +114,7 @@ class Study:
     machines: dict[str, dict[str, Any]]
     folders: list[Path]
     training: list[dict[str, Any]] = field(default_factory=list)  # train-bench records
+    verdicts: int = 0  # speedup verdicts the report makes: what their intervals correct for
 
     def keys(self, *names: str) -> list[tuple]:
         """Distinct values of the named Config attributes, in first-seen order."""
@@ -288,33 +298,42 @@ def throttling(runs: list[Run]) -> tuple[str, list[str]]:
     return "", []
 
 
-def _spread(values: list[float]) -> float | None:
-    return statistics.stdev(values) if len(values) > 1 else None
+def _references(study: Study, config: Config, by_key: dict[tuple, Config]
+                ) -> tuple[Config | None, Config | None]:
+    """(its framework's FP32, the fastest FP32 of any framework) of ``config``: same machine,
+    model, scenario and batch size."""
+    fp32 = by_key.get((config.system, config.model, baseline(config.first), config.scenario,
+                       config.batch_size))
+    fp32_peers = [c for c in study.configs
+                  if is_fp32(c.sut) and (c.system, c.model, c.scenario, c.batch_size) ==
+                  (config.system, config.model, config.scenario, config.batch_size)
+                  and c.metric]
+    best = (min(fp32_peers, key=lambda c: c.metric) if config.latency_metric else
+            max(fp32_peers, key=lambda c: c.metric)) if fp32_peers else None
+    return fp32, best
 
 
 def derive(study: Study) -> None:
     """Fill every config's ``derived`` figures (medians over repeats with their intervals,
-    speedups with their verdicts, the paired accuracy change, disturbed runs)."""
+    speedups with their verdicts, the paired accuracy change, disturbed runs). The speedups'
+    intervals are corrected for how many verdicts the report makes (``intervals.family_size``)."""
     by_key = {(c.system, c.model, c.sut, c.scenario, c.batch_size): c for c in study.configs}
     logs = intervals.AccuracyLogs(study.accuracy)
+    references = {id(c): _references(study, c, by_key) for c in study.configs}
+    study.verdicts = intervals.family_size([(c, r) for c in study.configs
+                                            for r in references[id(c)]])
     for config in study.configs:
         results = config.first
-        fp32 = by_key.get((config.system, config.model, baseline(results), config.scenario,
-                           config.batch_size))
-        fp32_peers = [c for c in study.configs
-                      if is_fp32(c.sut) and (c.system, c.model, c.scenario, c.batch_size) ==
-                      (config.system, config.model, config.scenario, config.batch_size)
-                      and c.metric]
-        best = (min(fp32_peers, key=lambda c: c.metric) if config.latency_metric else
-                max(fp32_peers, key=lambda c: c.metric)) if fp32_peers else None
+        fp32, best = references[id(config)]
         acc_key = (config.system, config.model, config.sut)
         fp32_acc_key = (config.system, config.model, baseline(results))
         top1 = study.accuracy.get(acc_key, {}).get("top1")
         fp32_top1 = study.accuracy.get(fp32_acc_key, {}).get("top1")
         throttled, throttling_reasons = throttling(config.runs)
         config.derived = {
-            **_measured(config),
-            **intervals.derived(config, fp32, best, logs, (acc_key, fp32_acc_key)),
+            **measured(config),
+            **intervals.derived(config, fp32, best, logs, (acc_key, fp32_acc_key),
+                                family_confidence(study.verdicts)),
             "fp32_baseline": baseline(results),
             "best_fp32": best.sut if best else None,
             "top1": top1,
@@ -329,34 +348,6 @@ def derive(study: Study) -> None:
             "throttled": throttled,
             "throttling_reasons": throttling_reasons,
         }
-
-
-def _measured(config: Config) -> dict[str, Any]:
-    """What LoadGen measured, over the config's repeats: validity, metric (median; the mean
-    too, for the CSV's existing column) and its spread, samples/s, percentiles."""
-    summaries = [r.summary for r in config.runs]
-    samples = [s.samples_per_second for s in summaries if s.samples_per_second is not None]
-    metric_values = config.metric_values()
-    return {
-        "n": len(config.runs),
-        "validity": ("VALID" if all(s.validity == "VALID" for s in summaries) else
-                     f"INVALID ({sum(s.validity != 'VALID' for s in summaries)} of "
-                     f"{len(summaries)})"),
-        "run_kind": config.first.get("settings", {}).get("mode", "unknown"),
-        "metric_name": summaries[0].metric_name,
-        "metric_unit": summaries[0].metric_unit,
-        "metric": config.metric,
-        "metric_mean": statistics.fmean(metric_values) if metric_values else None,
-        "metric_std": _spread(metric_values),
-        "metric_min": min(metric_values) if metric_values else None,
-        "metric_max": max(metric_values) if metric_values else None,
-        "samples_per_s": statistics.median(samples) if samples else None,
-        "samples_per_s_mean": statistics.fmean(samples) if samples else None,
-        "samples_per_s_std": _spread(samples),
-        "percentiles_ns": {p: statistics.fmean(s.percentiles_ns[p] for s in summaries)
-                           for p in summaries[0].percentiles_ns
-                           if all(p in s.percentiles_ns for s in summaries)},
-    }
 
 
 def _costs(config: Config) -> dict[str, Any]:

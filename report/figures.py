@@ -34,8 +34,16 @@ PALETTE = plt.get_cmap("tab10")
 # one colour per framework, one line style per precision: fp32 solid, int8 dotted
 LINE_STYLE = {"fp32": "-", "int8": ":", "fp16": "--", "bf16": "--", "int8dyn": "-."}
 NOT_SIGNIFICANT = {"facecolor": "#d9d9d9", "hatch": "///", "edgecolor": "#8c8c8c"}
-NS_CAPTION = ("Grey, hatched: no measurable difference (the 95% interval holds 1×, \"n.s.\") "
+NS_CAPTION = ("Grey, hatched: no measurable difference (the interval holds 1×, \"n.s.\") "
               "or a single run (no interval, \"n=1\").")
+ONE_RUN = "hollow: one run, no interval"
+
+
+def _level(ratios: list[Ratio]) -> str:
+    """The speedup intervals' level: 95%, or higher where the report corrects for its number
+    of verdicts (``intervals.verdicts_note``)."""
+    levels = {r.confidence for r in ratios}
+    return f"{levels.pop():.2%}".replace(".00%", "%") if len(levels) == 1 else "corrected"
 
 
 @dataclass
@@ -187,11 +195,13 @@ def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Fig
     ax.set_title(f"{model} on {system}\n{scenario} speedup vs the same framework's FP32 "
                  f"({what}, batch {batch})", fontsize=10)
     fig.text(0.01, -0.02, NS_CAPTION, fontsize=7, ha="left", va="top")
+    level = _level([c.derived["speedup_vs_fp32_ratio"] for c in mine
+                    if c.derived["speedup_vs_fp32_ratio"] is not None])
     return Figure("speedup", f"Speedup heatmap — {model}, {scenario} ({system})",
                   f"speedup-{_slug(system, model, scenario)}.png", _png(fig),
                   f"heatmap of {scenario} speedup per framework and precision for {model}",
-                  "Each cell: the speedup (median over repeats) and its 95% interval. "
-                  + NS_CAPTION)
+                  f"Each cell: the speedup (median over repeats) and its {level} interval "
+                  "(corrected for the report's number of speedup verdicts). " + NS_CAPTION)
 
 
 def speedup_bars(study: Study, system: str, model: str, scenario: str) -> Figure | None:
@@ -217,14 +227,15 @@ def speedup_bars(study: Study, system: str, model: str, scenario: str) -> Figure
     _plain(ax.xaxis)
     what = "samples/s" if scenario != "SingleStream" else "official latency"
     ax.set_xlabel(f"speedup vs the same framework's FP32 (×, {what}, log scale)")
-    ax.set_title(f"{model} on {system}: {scenario} speedup, batch {batch}, 95% intervals\n"
-                 f"{NS_CAPTION}", fontsize=9)
+    ax.set_title(f"{model} on {system}: {scenario} speedup, batch {batch}, {_level(ratios)} "
+                 f"intervals\n{NS_CAPTION}", fontsize=9)
     ax.grid(axis="x", alpha=0.3, which="both")
     return Figure("speedup", f"Speedups with their intervals — {model}, {scenario} ({system})",
                   f"speedup-bars-{_slug(system, model, scenario)}.png", _png(fig),
                   f"bars of {scenario} speedup per SUT for {model} with 95% intervals",
-                  "Bars from 1×: the speedup (median over repeats); error bars: its 95% "
-                  "interval. " + NS_CAPTION)
+                  f"Bars from 1×: the speedup (median over repeats); error bars: its "
+                  f"{_level(ratios)} interval (corrected for the report's number of speedup "
+                  "verdicts). " + NS_CAPTION)
 
 
 def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figure | None:
@@ -235,20 +246,25 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
         return None
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for c in mine:
-        points = c.derived["percentiles_ns"]
+        points = c.derived["percentiles_ns"]  # only those shown: enough queries
         keys = [p for p in PERCENTILE_LABELS if p in points]
         label = c.sut if c.batch_size == 1 else f"{c.sut} b{c.batch_size}"
-        ax.plot(range(len(keys)), [points[p] / 1e6 for p in keys], marker="o", markersize=3,
+        ax.plot([list(PERCENTILE_LABELS).index(p) for p in keys],
+                [points[p] / 1e6 for p in keys], marker="o", markersize=3,
                 color=_color(study, c.sut), linestyle=LINE_STYLE.get(c.variant, (0, (5, 1))),
                 label=label)
     ax.set_xticks(range(len(PERCENTILE_LABELS)), list(PERCENTILE_LABELS.values()))
     ax.set_yscale("log")
     _plain(ax.yaxis)
-    return _line_chart(fig, ax, ("percentile (LoadGen, nearest rank)", "latency (ms, log scale)",
-                                 f"{model} on {system}: {scenario} latency percentiles"),
-                       "latency", f"Latency percentiles — {model}, {scenario} ({system})",
-                       f"latency-{_slug(system, model, scenario)}.png",
-                       f"latency percentile curves of every SUT, {scenario}, {model}")
+    figure = _line_chart(fig, ax, ("percentile (LoadGen, nearest rank)",
+                                   "latency (ms, log scale)",
+                                   f"{model} on {system}: {scenario} latency percentiles"),
+                         "latency", f"Latency percentiles — {model}, {scenario} ({system})",
+                         f"latency-{_slug(system, model, scenario)}.png",
+                         f"latency percentile curves of every SUT, {scenario}, {model}")
+    figure.caption = ("Points: medians over repeats. A percentile resting on too few queries "
+                      "(it would be the slowest query; n/a in the tables) is left out.")
+    return figure
 
 
 def random_weights(configs: list[Config]) -> bool:
@@ -282,6 +298,22 @@ def _pareto_bars(rows: list[Config], per_sample: bool, random: bool
     return _bars(xs), _bars(ys)
 
 
+def _one_run(config: Config) -> bool:
+    """The configuration's latency has no interval: a single run."""
+    found = config.derived["metric_interval"]
+    return found is None or found.low is None or found.high is None
+
+
+def _marker(study: Study, config: Config, on_front: bool) -> dict:
+    """A Pareto point's marker: filled in its framework's colour, hollow for one run (no
+    interval), edged black on the front."""
+    color = _color(study, config.sut)
+    if _one_run(config):
+        return {"facecolors": "none", "edgecolors": "black" if on_front else color,
+                "linewidths": 1.5}
+    return {"color": color, "edgecolor": "black" if on_front else "none"}
+
+
 def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     """Top-1 against the SingleStream official latency (else Offline time per sample), the
     Pareto front (nothing both faster and more accurate) drawn and its points named. For
@@ -307,14 +339,15 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
         ax.errorbar([x for x, _ in points], [y for _, y in points], xerr=xerr, yerr=yerr,
                     fmt="none", ecolor="grey", elinewidth=0.8, capsize=2, zorder=1)
     for i, (c, (x, y)) in enumerate(zip(rows, points, strict=True)):
-        ax.scatter(x, y, color=_color(study, c.sut), s=45 if i in front else 20,
-                   edgecolor="black" if i in front else "none", zorder=3)
+        ax.scatter(x, y, s=45 if i in front else 20, zorder=3, **_marker(study, c, i in front))
         if i in front:  # name the front; the others are told apart by colour (framework)
             ax.annotate(c.sut, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
     ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="black",
             linewidth=1, drawstyle="steps-post", label="Pareto front", zorder=2)
     for name in dict.fromkeys(c.family for c in rows):
         ax.scatter([], [], color=_color(study, name + "-"), label=name)
+    if any(_one_run(c) for c in rows):  # not as precise as the measured ones: say so
+        ax.scatter([], [], facecolors="none", edgecolors="black", label=ONE_RUN)
     ax.set_xscale("log")
     _plain(ax.xaxis)
     ax.set_xlabel(xlabel + ", log scale")
@@ -332,7 +365,8 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
                   f"scatter of accuracy against latency for {model}, Pareto front marked",
                   "Points: medians over repeats. Horizontal bars: the latency's 95% interval; "
                   "vertical bars: the 95% interval of the top-1 change vs the framework's FP32 "
-                  "(paired per sample), drawn around the point. No bar: one run, or no paired "
+                  "(paired per sample), drawn around the point. Hollow points: one run, so no "
+                  "interval (not as precise as the others); no vertical bar: no paired "
                   "accuracy run.")
 
 

@@ -3,28 +3,30 @@
 ``quantmark.report.stats`` does the statistics; this module decides what goes into them: a
 metric's repeats (95% interval of the median), which repeats of two configurations pair up
 for a speedup (the same repeat index: interleaved runs that shared the machine's state),
-which samples of two accuracy runs pair up for a top-1 change (the same QSL index, grouped by
-source photo on the built-in dataset), and which runs other processes disturbed.
+which samples of two accuracy runs pair up for a top-1 change (the same image, never the same
+QSL index; grouped by source photo where the data names one), and which runs other processes
+disturbed.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from quantmark.report.accuracy import decode_predictions, paired_change
+from quantmark.report.accuracy import RunSamples, run_samples, samples_change
 from quantmark.report.agreement import agree
 from quantmark.report.stats import (
+    CONFIDENCE,
     AccuracyChange,
     Interval,
     Ratio,
+    family_confidence,
     figure_interval,
     speedup,
 )
+from quantmark.report.stopping import look
 
 if TYPE_CHECKING:
     from quantmark.report.characterize import Config, Run
-
-ACCURACY_LOG = "mlperf_log_accuracy.json"
 
 
 def repeat_index(run: Run) -> int | None:
@@ -46,7 +48,7 @@ def _by_repeat(config: Config) -> dict[int, float] | None:
     """The metric per repeat index; None when a run has no index, or two runs share one."""
     values: dict[int, float] = {}
     seen: set[int] = set()
-    for run in config.runs:
+    for run in config.valid_runs():
         index = repeat_index(run)
         if index is None or index in seen:
             return None
@@ -67,15 +69,62 @@ def aligned(config: Config, reference: Config) -> tuple[list[float], list[float]
     return reference.metric_values(), config.metric_values(), False
 
 
-def ratio(config: Config, reference: Config | None) -> Ratio | None:
-    """How much faster ``config`` is than ``reference`` (> 1: faster), with its interval and
-    verdict; None without a reference, against itself, or without positive values."""
-    if reference is None or reference is config:
+def ratio(config: Config, reference: Config | None, confidence: float = CONFIDENCE
+          ) -> Ratio | None:
+    """How much faster ``config`` is than ``reference`` (> 1: faster), with its interval at
+    ``confidence`` and verdict; None without a reference, against itself, or without positive
+    values."""
+    if not comparable(config, reference):
         return None
     theirs, mine, paired = aligned(config, reference)
-    if not mine or not theirs or min(mine + theirs) <= 0:
+    return speedup(theirs, mine, higher_is_better=not config.latency_metric, paired=paired,
+                   confidence=confidence)
+
+
+def comparable(config: Config, reference: Config | None) -> bool:
+    """``ratio`` gives a speedup (and so a verdict) for this pair."""
+    if reference is None or reference is config:
+        return False
+    theirs, mine, _ = aligned(config, reference)
+    return bool(mine and theirs) and min(mine + theirs) > 0
+
+
+def family_size(pairs: list[tuple[Config, Config | None]]) -> int:
+    """How many speedup verdicts a report makes: its distinct (configuration, reference)
+    pairs that give a ratio. ``× fw FP32`` and ``× best FP32`` of one row are one verdict when
+    both name the same FP32."""
+    return len({(id(c), id(r)) for c, r in pairs if comparable(c, r)})
+
+
+def verdicts_note(verdicts: int) -> str:
+    """How the report's speedup verdicts are corrected for their number, in one sentence."""
+    if verdicts <= 1:
+        return "Speedup intervals are 95%: the report makes at most one speedup verdict."
+    return (f"The report makes {verdicts} speedup verdicts, so each speedup interval is at "
+            f"{family_confidence(verdicts):.2%} (Bonferroni: 5% / {verdicts}): the chance "
+            "that any of them calls a difference that is not there 'faster' or 'slower' is at "
+            "most 5%.")
+
+
+def _until_stable(config: Config) -> tuple[float, int] | None:
+    """(target %, planned runs) of a set ``--until-stable`` ran, as its results.json records;
+    None for any other set."""
+    targets = {(r.results.get("config") or {}).get("until_stable") for r in config.runs}
+    if len(targets) != 1 or None in targets:
         return None
-    return speedup(theirs, mine, higher_is_better=not config.latency_metric, paired=paired)
+    planned = (config.runs[0].results.get("repeat") or {}).get("of")
+    # no record of the planned runs: the rule's own minimum (quantmark.repeats)
+    return float(targets.pop()), planned if isinstance(planned, int) else 3
+
+
+def metric_interval(config: Config) -> Interval | None:
+    """The official metric's median and 95% interval; for a set ``--until-stable`` stopped,
+    its stopping rule's interval (``report.stopping``): the one the run printed."""
+    values = config.metric_values()
+    rule = _until_stable(config)
+    if values and rule is not None:
+        return look(values, *rule).interval
+    return interval(values)
 
 
 def point(config: Config, reference: Config | None, found: Ratio | None) -> float | None:
@@ -97,51 +146,59 @@ def disturbance(runs: list[Run]) -> tuple[int, int, list[str]]:
 
 
 class AccuracyLogs:
-    """Each accuracy run's per-sample predictions, read once per report."""
+    """Each accuracy run's samples (image, label, answer, source image), read once per report.
+    Two runs are compared on the images both answered, matched by image, never by QSL index."""
 
     def __init__(self, accuracy: dict[tuple[str, str, str], dict[str, Any]]) -> None:
         self.accuracy = accuracy
-        self._predictions: dict[tuple[str, str, str], dict[int, float]] = {}
+        self._samples: dict[tuple[str, str, str], RunSamples | None] = {}
 
-    def predictions(self, key: tuple[str, str, str]) -> dict[int, float]:
-        if key not in self._predictions:
-            path = self.accuracy[key]["folder"] / ACCURACY_LOG
-            self._predictions[key] = decode_predictions(path)[0] if path.is_file() else {}
-        return self._predictions[key]
+    def samples(self, key: tuple[str, str, str]) -> RunSamples | None:
+        """The run's samples; None for a run not in the study, or without its log or val_map."""
+        if key not in self.accuracy:
+            return None
+        if key not in self._samples:
+            self._samples[key] = run_samples(self.accuracy[key]["folder"])
+        return self._samples[key]
 
     def agreement(self, key: tuple[str, str, str], reference: tuple[str, str, str]
                   ) -> float | None:
-        """Percent of samples whose top-1 class equals the FP32 SUT's: what quantization
+        """Percent of images whose top-1 class equals the FP32 SUT's: what quantization
         changed, meaningful even for random weights, where top-1 is at chance level."""
-        if key not in self.accuracy or reference not in self.accuracy:
-            return None
-        result = agree(self.predictions(key), self.predictions(reference))
-        return result.percent if result.compared else None
+        mine, theirs = self.samples(key), self.samples(reference)
+        result = agree(mine, theirs) if mine and theirs else None
+        return result.percent if result and result.compared else None
 
     def change(self, key: tuple[str, str, str], reference: tuple[str, str, str]
                ) -> AccuracyChange | None:
-        """The top-1 change of ``key`` over ``reference``, paired per sample (McNemar, and the
-        delta's interval); None against itself, or when the runs saw other samples. On the
-        built-in dataset each class is one photo cropped many times: grouped by class."""
-        if key == reference or key not in self.accuracy or reference not in self.accuracy:
+        """The top-1 change of ``key`` over ``reference`` on the images both answered, with
+        its interval and verdict; None against itself, or when they share no image. Grouped
+        by source image where the runs recorded one (val_groups.txt)."""
+        if key == reference:
+            return None
+        mine, theirs = self.samples(key), self.samples(reference)
+        if mine is None or theirs is None:
             return None
         builtin = any(self.accuracy[k].get("dataset_builtin") for k in (key, reference))
-        return paired_change(self.accuracy[reference]["folder"], self.accuracy[key]["folder"],
-                             by_source_image=builtin)
+        return samples_change(theirs, mine, by_source_image=builtin)
 
 
 def derived(config: Config, fp32: Config | None, best: Config | None, logs: AccuracyLogs,
-            accuracy_keys: tuple[tuple[str, str, str], tuple[str, str, str]]
-            ) -> dict[str, Any]:
-    """The intervals and verdicts of one configuration's ``derived`` figures."""
+            accuracy_keys: tuple[tuple[str, str, str], tuple[str, str, str]],
+            confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The intervals and verdicts of one configuration's ``derived`` figures; speedups at
+    ``confidence`` (``family_confidence`` of the report's verdicts)."""
     key, fp32_key = accuracy_keys
-    vs_fp32, vs_best = ratio(config, fp32), ratio(config, best)
+    vs_fp32, vs_best = ratio(config, fp32, confidence), ratio(config, best, confidence)
     disturbed, checked, why = disturbance(config.runs)
     samples = [r.summary.samples_per_second for r in config.runs
                if r.summary.samples_per_second is not None]
+    metric = metric_interval(config)
     return {
-        "metric_interval": interval(config.metric_values()),
-        "samples_per_s_interval": interval(samples),
+        "metric_interval": metric,
+        # a throughput metric is samples/s itself: the same interval (until-stable's too)
+        "samples_per_s_interval": (interval(samples) if config.latency_metric or metric is None
+                                   else metric),
         "speedup_vs_fp32": point(config, fp32, vs_fp32),
         "speedup_vs_fp32_ratio": vs_fp32,
         "speedup_vs_best_fp32": point(config, best, vs_best),
@@ -167,6 +224,8 @@ def metric_text(config: Config) -> str:
     text = fmt.format(found.point / scale) + unit
     if found.low is None or found.high is None:
         return f"{text} (n={found.n})"
+    if found.zero_width:
+        return f"{text} (all {found.n} runs equal)"
     return f"{text} [{fmt.format(found.low / scale)}, {fmt.format(found.high / scale)}]"
 
 
@@ -197,8 +256,8 @@ def verdict(config: Config, which: str) -> str | None:
 
 
 def top1_change_text(config: Config) -> str:
-    """The paired top-1 change (interval, McNemar p, verdict); the bare difference of the two
-    top-1 figures when the runs cannot be paired per sample."""
+    """The paired top-1 change (interval, p of the test that fits the data, verdict); the
+    bare difference of the two top-1 figures when the runs cannot be paired per image."""
     d = config.derived
     change: AccuracyChange | None = d["top1_change"]
     if change is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
-from quantmark.report import diagnosis, ensemble_tables, ensembles, training
+from quantmark.report import diagnosis, ensemble_tables, ensembles, stopping, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
 from quantmark.report.ensemble_figure import ensemble_figures
 from quantmark.report.figures import Figure, all_figures
@@ -29,8 +29,12 @@ from quantmark.report.intervals import (
     speedup_text,
     top1_change_text,
     verdict,
+    verdicts_note,
 )
 from quantmark.report.loadgen_log import PERCENTILES
+from quantmark.report.percentiles import CSV_COLUMNS, csv_cells, why_not
+from quantmark.report.percentiles import NOTE as PERCENTILES_NOTE
+from quantmark.report.reportable import require_reportable
 from quantmark.report.tables import csv_text, html_table, markdown_table, number, ordered
 
 
@@ -42,8 +46,9 @@ class Written:
 
 
 def _pct(config: Config, key: str) -> str:
-    value = config.derived["percentiles_ns"].get(key)
-    return "-" if value is None else f"{value / 1e6:.2f}"
+    """The percentile's median over repeats in ms, its interval from 3 runs on; ``n/a`` for
+    Offline and ``n/a (k queries)`` where it would be the slowest query (``percentiles``)."""
+    return config.derived["percentiles"][key].text()
 
 
 # (header, value) of the summary tables shown in Markdown and HTML
@@ -83,8 +88,10 @@ def _label(percentile: str) -> str:
 
 
 def _ratio_columns(name: str) -> list[str]:
-    """A speedup's report.csv columns: its point, 95% interval, verdict, whether paired."""
-    return [name, f"{name}_low", f"{name}_high", f"{name}_verdict", f"{name}_paired"]
+    """A speedup's report.csv columns: its point, interval and the interval's level (corrected
+    for the report's number of verdicts), verdict, whether paired."""
+    return [name, f"{name}_low", f"{name}_high", f"{name}_confidence", f"{name}_verdict",
+            f"{name}_paired"]
 
 
 CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
@@ -92,19 +99,20 @@ CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "b
               "metric_low", "metric_high", "metric_interval_method", "metric_mean", "metric_std",
               "metric_min", "metric_max", "samples_per_s_median", "samples_per_s_low",
               "samples_per_s_high", "samples_per_s_mean", "samples_per_s_std",
-              *[f"{_label(p)}_ms_mean" for p in PERCENTILES],
+              "queries_min", *CSV_COLUMNS,
               *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
               "best_fp32", "top1", "top1_change_vs_fp32_pts", "top1_change_low_pts",
-              "top1_change_high_pts", "top1_change_mcnemar_p", "top1_change_verdict",
-              "top1_change_samples", "top1_change_groups", "agreement_with_fp32_pct", "weights",
-              "model_size_mb",
+              "top1_change_high_pts", "top1_change_p", "top1_change_test", "top1_change_verdict",
+              "top1_change_samples", "top1_change_groups", "top1_change_left_out",
+              "agreement_with_fp32_pct", "weights", "model_size_mb",
               "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
               "peak_rss_mb", "gpu_memory_mb", "energy_j_per_sample_informative",
               "power_w_informative", "executed_precision", "fingerprint", "workers",
               "throttled", "throttling_reasons", "disturbed_runs", "disturbance_checked_runs",
               "disturbed_why"]
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
-               "metric_name", "metric_value", "metric_unit", "samples_per_s", "min_latency_ns",
+               "metric_name", "metric_value", "metric_unit", "samples_per_s", "queries",
+               "min_latency_ns",
                "mean_latency_ns", "max_latency_ns",
                *[f"{_label(p)}_latency_ns" for p in PERCENTILES], "path"]
 
@@ -113,7 +121,8 @@ def _ratio_record(c: Config, name: str) -> dict[str, Any]:
     """A speedup's cells (``RATIO_COLUMNS``)."""
     found = c.derived[f"{name}_ratio"]
     return {name: c.derived[name], f"{name}_low": found and found.low,
-            f"{name}_high": found and found.high, f"{name}_verdict": verdict(c, name),
+            f"{name}_high": found and found.high, f"{name}_confidence": found and found.confidence,
+            f"{name}_verdict": verdict(c, name),
             f"{name}_paired": found and found.paired}
 
 
@@ -127,7 +136,9 @@ def _interval_record(d: dict[str, Any]) -> dict[str, Any]:
         "samples_per_s_high": samples and samples.high,
         "top1_change_low_pts": change and change.low,
         "top1_change_high_pts": change and change.high,
-        "top1_change_mcnemar_p": change and change.p_value,
+        "top1_change_p": change and change.p_value,
+        "top1_change_test": change and change.method,
+        "top1_change_left_out": change and change.left_out,
         "top1_change_verdict": change and change.verdict,
         "top1_change_samples": change and change.n_samples,
         "top1_change_groups": change and change.n_groups,
@@ -145,8 +156,7 @@ def _config_record(c: Config) -> dict[str, Any]:
         "metric_std": d["metric_std"], "metric_min": d["metric_min"],
         "metric_max": d["metric_max"], "samples_per_s_mean": d["samples_per_s_mean"],
         "samples_per_s_std": d["samples_per_s_std"],
-        **{f"{_label(p)}_ms_mean": None if d["percentiles_ns"].get(p) is None
-           else d["percentiles_ns"][p] / 1e6 for p in PERCENTILES},
+        "queries_min": d["queries"], **csv_cells(d["percentiles"]),
         **_ratio_record(c, "speedup_vs_fp32"), **_ratio_record(c, "speedup_vs_best_fp32"),
         "best_fp32": d["best_fp32"], "top1": d["top1"],
         "top1_change_vs_fp32_pts": d["top1_change_vs_fp32"],
@@ -177,8 +187,9 @@ def _run_record(c: Config, run: Run) -> dict[str, Any]:
         "validity": s.validity, "metric_name": s.metric_name, "metric_value": s.metric_value,
         "metric_unit": s.metric_unit, "samples_per_s": s.samples_per_second,
         "min_latency_ns": s.min_latency_ns, "mean_latency_ns": s.mean_latency_ns,
-        "max_latency_ns": s.max_latency_ns,
-        **{f"{_label(p)}_latency_ns": s.percentiles_ns.get(p) for p in PERCENTILES},
+        "max_latency_ns": s.max_latency_ns, "queries": s.query_count,
+        **{f"{_label(p)}_latency_ns": None if why_not(c.scenario, p, s.query_count)
+           else s.percentiles_ns.get(p) for p in PERCENTILES},
         "path": str(run.folder),
     }
 
@@ -216,8 +227,16 @@ def _notes(study: Study) -> list[str]:
     notes.append("Figures are medians over a configuration's repeats with their 95% interval in "
                  "brackets (n=1: one run, no interval). A speedup whose interval holds 1× is "
                  "'no measurable difference'; repeats with the same index are paired. `Δ top-1` "
-                 "pairs the two accuracy runs sample by sample: its 95% interval (resampling "
-                 "whole source photos on the built-in dataset) and exact McNemar p.")
+                 "pairs the two accuracy runs image by image (the images both saw): its 95% "
+                 "interval and p-value come from a t test over source photos where crops "
+                 "share one (the built-in dataset), else from McNemar's exact test.")
+    notes.append(verdicts_note(study.verdicts) + " `(all n runs equal)`: the runs did not "
+                 "differ, so there is no spread to give an interval of.")
+    if any(getattr(c.derived["metric_interval"], "method", "") in (stopping.METHOD,
+                                                                  stopping.NOT_MET)
+           for c in study.configs):
+        notes.append(f"Sets run with {stopping.RULE_TEXT}.")
+    notes.append(PERCENTILES_NOTE)
     if any(c.derived["disturbed"] for c in study.configs):
         notes.append("⚠ after a SUT: other processes disturbed some of its runs (the "
                      "`disturbed` column counts them; see the warning above).")
@@ -376,6 +395,7 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     out = Path(output)
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
     diagnoses = diagnosis.load(folders)
+    require_reportable(study, diagnoses, folders)  # refused: nothing written
     figures = all_figures(study) + ensemble_figures(section) + diagnosis.figures(diagnoses)
     files = []
     for figure in figures:

@@ -25,6 +25,7 @@ from quantmark.report.loadgen_log import (
     summarize_file,
     unreadable_summary,
 )
+from quantmark.report.percentiles import why_not
 from quantmark.report.tables import markdown_table, ordered
 
 
@@ -123,7 +124,8 @@ def _label(percentile: str) -> str:
 
 
 HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
-          "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "min_ms",
+          "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "queries",
+          "min_ms",
           "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
           "accuracy_top1", "calibration_hash", "path", "throttled", "disturbed"]
 
@@ -146,7 +148,8 @@ def _ms(value: float | None) -> str:
 
 
 def row_record(row: Row, root: Path) -> dict[str, str]:
-    """One run's cells by column name (the names of ``HEADER``)."""
+    """One run's cells by column name (the names of ``HEADER``). A percentile is blank for
+    Offline and where it rests on too few queries (``report.percentiles``)."""
     s = row.summary
     return {
         "system": row.system, "sut": row.sut, "executed_precision": row.executed_precision,
@@ -157,7 +160,9 @@ def row_record(row: Row, root: Path) -> dict[str, str]:
         "samples_per_s": "" if s.samples_per_second is None else f"{s.samples_per_second:.2f}",
         "min_ms": _ms(s.min_latency_ns), "mean_ms": _ms(s.mean_latency_ns),
         "max_ms": _ms(s.max_latency_ns),
-        **{f"{_label(p)}_ms": _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
+        "queries": "" if s.query_count is None else str(s.query_count),
+        **{f"{_label(p)}_ms": "" if why_not(row.scenario, p, s.query_count)
+           else _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
         "accuracy_top1": "" if row.accuracy is None else f"{row.accuracy:.3f}",
         "calibration_hash": row.calibration_hash, "path": _relative(row.path, root),
         "throttled": row.throttled, "disturbed": row.disturbed,
@@ -165,15 +170,23 @@ def row_record(row: Row, root: Path) -> dict[str, str]:
 
 
 def row_values(row: Row, root: Path) -> list[str]:
-    """The cells in ``HEADER`` order (CSV, Markdown)."""
+    """The cells in ``HEADER`` order (CSV)."""
     return ordered(HEADER, row_record(row, root))
+
+
+def _shown(row: Row, root: Path) -> dict[str, str]:
+    """``row_record`` as people read it: a percentile not shown says why (``n/a`` for Offline,
+    one query of every sample; ``n/a (k queries)`` where it would be the slowest query)."""
+    record = row_record(row, root)
+    for p in PERCENTILES:
+        record[f"{_label(p)}_ms"] = (why_not(row.scenario, p, row.summary.query_count)
+                                     or record[f"{_label(p)}_ms"])
+    return record
 
 
 def console_cells(row: Row, root: Path) -> list[str]:
     """The cells in ``CONSOLE_COLUMNS`` order, "-" where a value is blank."""
-    record = {**row_record(row, root), "metric_text": row.metric_text()}
-    if row.scenario == "Offline":  # one query of every sample: its latency is not a sample's
-        record.update({f"{_label(p)}_ms": "n/a" for p in PERCENTILES})
+    record = {**_shown(row, root), "metric_text": row.metric_text()}
     return [record[field] or "-" for _, field in CONSOLE_COLUMNS]
 
 
@@ -202,9 +215,12 @@ def to_csv(rows: list[Row], root: Path) -> str:
 
 
 def to_markdown(rows: list[Row], root: Path) -> str:
-    lines = markdown_table(HEADER, [[v or "-" for v in row_values(row, root)] for row in rows])
-    note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. Runs marked `quick` "
-            "are development runs, not valid for submission.\n")
+    lines = markdown_table(HEADER, [[v or "-" for v in ordered(HEADER, _shown(row, root))]
+                                    for row in rows])
+    note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. None for Offline "
+            "(one query of every sample); a percentile p needs more than 1/(1-p) queries "
+            "(p99: 101, p99.9: 1001), else it would be the slowest query and reads n/a (k "
+            "queries). Runs marked `quick` are development runs, not valid for submission.\n")
     broken = incomplete_warnings(rows, root)
     if broken:
         note += ("\n**Warning: some runs' LoadGen logs are incomplete (truncated); they are "

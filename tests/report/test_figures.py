@@ -6,6 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.collections import PathCollection
 from matplotlib.patches import Rectangle
 
 from quantmark.report import figures
@@ -34,7 +35,9 @@ def test_a_speedup_within_the_noise_is_a_grey_hatched_n_s_cell(drawn):
     made = study(config("ort-fp32", FP32), config("ort-int8", [200.0, 221.0, 207.0]),
                  config("ov-fp32", FP32), config("ov-int8", [95.0, 118.0, 104.0]))
     figure = figures.speedup_heatmap(made, SYSTEM, MODEL, "Offline")
-    assert figure is not None and "n.s." in figure.caption and "95% interval" in figure.caption
+    # 4 verdicts (each int8 vs its own FP32 and vs the other framework's): 98.75% each
+    assert made.verdicts == 4
+    assert figure is not None and "n.s." in figure.caption and "98.75% interval" in figure.caption
     ax = drawn[0].axes[0]
     texts = {(t.get_position()[1], t.get_position()[0]): t.get_text() for t in ax.texts}
     families, variants = ["ort", "ov"], ["fp32", "int8"]
@@ -94,3 +97,37 @@ def test_pareto_points_have_latency_and_accuracy_error_bars(drawn, tmp_path):
     assert (y_bars[1][0][1], y_bars[1][1][1]) == pytest.approx(
         (top1 - (change.delta_points - change.low), top1 + (change.high - change.delta_points)))
     assert y_bars[0][0][1] == y_bars[0][1][1] == 100.0  # the FP32 itself: no change to show
+
+
+def test_pareto_points_of_one_run_are_hollow_with_a_legend_note(drawn, tmp_path):
+    labels = [n // 5 for n in range(20)]
+    records = {(SYSTEM, MODEL, sut): accuracy_run(tmp_path / sut, labels, labels, builtin=True)
+               for sut in ("ort-fp32", "ort-int8")}
+    made = study(config("ort-fp32", [10e6, 11e6, 10.4e6], scenario=SINGLE),
+                 config("ort-int8", [5e6], scenario=SINGLE), accuracy=records)
+    figure = figures.accuracy_vs_latency(made, SYSTEM, MODEL)
+    assert figure is not None and "Hollow points: one run" in figure.caption
+    ax = drawn[0].axes[0]
+    points = [c for c in ax.collections
+              if isinstance(c, PathCollection) and len(c.get_offsets()) == 1]
+    measured, single = points  # drawn in the study's order: fp32, int8
+    assert measured.get_facecolors()[0][3] > 0  # filled
+    assert len(single.get_facecolors()) == 0 or single.get_facecolors()[0][3] == 0  # hollow
+    assert figures.ONE_RUN in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_latency_curves_leave_out_percentiles_on_too_few_queries(drawn):
+    from dataclasses import replace
+
+    from quantmark.report.loadgen_log import PERCENTILES
+
+    made = config("ort-fp32", [7e6, 7.2e6, 7.1e6], scenario=SINGLE)
+    for r in made.runs:  # 600 queries: p99.9 would be the slowest query
+        r.summary = replace(r.summary, query_count=600,
+                            percentiles_ns={p: 1_000_000 * (i + 1)
+                                            for i, p in enumerate(PERCENTILES)})
+    figure = figures.latency_curves(study(made), SYSTEM, MODEL, "SingleStream")
+    assert figure is not None and "left out" in figure.caption
+    line = drawn[0].axes[0].lines[0]
+    assert list(line.get_xdata()) == [0, 1, 2, 3, 4]  # p50 ... p99 at their own ticks
+    assert list(line.get_ydata()) == [1.0, 2.0, 3.0, 4.0, 5.0]

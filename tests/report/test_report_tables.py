@@ -14,6 +14,7 @@ from rich.console import Console
 
 from quantmark import commands
 from quantmark.report.loadgen_log import INCOMPLETE, OFFICIAL_METRIC, PERCENTILES
+from quantmark.report.percentiles import why_not
 from quantmark.report.tables import ordered
 from tests.report.loadgen_runs import (
     copy_run,
@@ -118,13 +119,16 @@ def test_console_csv_and_markdown_cells_sit_under_their_headers(runs, monkeypatc
     for sut, (folder, results) in made.items():
         expected = expected_cells(folder, results)
         assert expected["validity"] == "VALID"
-        shown = {label: expected[name] for label, name in CONSOLE.items()}
-        if expected["scenario"] == "Offline":  # one query: no sample percentiles
-            shown.update({LABELS[p]: "n/a" for p in PERCENTILES})
+        # Offline: one query, no sample percentiles; too few queries: the slowest query
+        queries = detail_values(folder)["result_query_count"]
+        why = {f"{LABELS[p]}_ms": why_not(expected["scenario"], p, queries) for p in PERCENTILES}
+        shown = {label: why.get(name) or expected[name] for label, name in CONSOLE.items()}
         assert {label: printed[sut][label] for label in CONSOLE} == shown, sut
-        for form in (written[sut], markdown[sut]):
+        assert written[sut]["queries"] == str(queries)
+        for form, says_why in ((written[sut], False), (markdown[sut], True)):
             cells = {name: form[name] for name in expected if name != "metric_text"}
-            assert cells == {k: v for k, v in expected.items() if k != "metric_text"}, sut
+            assert cells == {k: (why[k] if says_why else "") if why.get(k) else v
+                             for k, v in expected.items() if k != "metric_text"}, sut
             assert Path(form["path"]) == folder.relative_to(root)
 
 

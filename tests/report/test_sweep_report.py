@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 from quantmark.report.characterize import Study, pareto_front
+from quantmark.report.percentiles import why_not
 from quantmark.report.sweep_report import report_csv, to_html, to_markdown
 from tests.conftest import run_cli
 from tests.report.synthetic import config, study
@@ -74,7 +75,11 @@ def test_report_numbers_equal_the_cells_loadgen_logs(small_sweep):
                 log["Early stopping 90.0th percentile estimate"])
         for key, name in (("p50_latency_ns", "50.00"), ("p90_latency_ns", "90.00"),
                           ("p99.9_latency_ns", "99.90")):
-            assert int(row[key]) == int(log[f"{name} percentile latency (ns)"])
+            # blank for Offline, and where it would be the slowest query (report.percentiles)
+            if why_not(row["scenario"], name, int(row["queries"])):
+                assert row[key] == ""
+            else:
+                assert int(row[key]) == int(log[f"{name} percentile latency (ns)"])
         by_config[(row["sut"], row["scenario"], row["batch_size"])] = row
     report = read_csv(out / "report.csv")
     assert len(report) == 6
@@ -82,8 +87,11 @@ def test_report_numbers_equal_the_cells_loadgen_logs(small_sweep):
         raw = by_config[(row["sut"], row["scenario"], row["batch_size"])]
         assert row["n"] == "1"
         assert float(row["metric_mean"]) == float(raw["metric_value"])  # one run: its value
-        assert float(row["p90_ms_mean"]) * 1e6 == pytest.approx(int(raw["p90_latency_ns"]),
-                                                               abs=1e-3)
+        if raw["p90_latency_ns"]:  # one run: the median is its value
+            assert float(row["p90_ms_median"]) * 1e6 == pytest.approx(
+                int(raw["p90_latency_ns"]), abs=1e-3)
+        else:
+            assert row["p90_ms_median"] == ""
         fp32 = by_config[("ort-fp32", row["scenario"], row["batch_size"])]
         mine, theirs = float(raw["metric_value"]), float(fp32["metric_value"])
         expected = theirs / mine if row["metric_unit"] == "ns" else mine / theirs
@@ -296,3 +304,31 @@ def test_the_console_table_shows_intervals_verdicts_and_disturbed_runs(monkeypat
     assert rows["ort-int8"]["official metric [95%]"].startswith("207.0/s [")
     warning = [line for line in lines if line.startswith("disturbed: ")]
     assert len(warning) == 1 and "ov-int8, Offline, batch 1" in warning[0]
+
+
+def test_the_report_states_how_its_verdicts_and_percentiles_are_made():
+    made, rows, markdown = _synthetic_report()
+    # each int8 against its own FP32 and the other framework's: 4 verdicts at 98.75%
+    assert made.verdicts == 4
+    assert float(rows["ort-int8"]["speedup_vs_fp32_confidence"]) == pytest.approx(0.9875)
+    assert rows["ort-fp32"]["speedup_vs_fp32_confidence"] == ""
+    assert "4 speedup verdicts" in markdown and "Bonferroni" in markdown
+    assert "p99.9: 1001" in markdown and "None for Offline" in markdown
+    assert "(all n runs equal)" in markdown
+    cells = [line for line in markdown.splitlines() if line.startswith("| ort-int8 |")]
+    assert cells and "| n/a |" in cells[0]  # Offline: no percentile
+
+
+def test_an_until_stable_set_reads_with_its_stopping_interval():
+    from quantmark.report.stopping import METHOD, look
+
+    values = [40.0, 40.1, 39.9, 40.05]
+    stable = config("ort-fp32", values)
+    for r in stable.runs:  # what run_set records: the target and the planned runs
+        r.results["config"]["until_stable"] = 2.0
+        r.results["repeat"] = {"of": 3}
+    made = study(stable)
+    assert stable.derived["metric_interval"] == look(values, 2.0, 3).interval
+    assert stable.derived["metric_interval"].method == METHOD
+    assert stable.derived["samples_per_s_interval"] == stable.derived["metric_interval"]
+    assert "Sets run with --until-stable" in to_markdown(made, [])
