@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from quantmark.ground.config import RunConfig
-from quantmark.ground.errors import UserError
+from quantmark.ground.errors import SutError, UserError
 from quantmark.launcher import LaunchResult, launch_or_raise
-from quantmark.report.loadgen_log import why_invalid
 from quantmark.validate import check_output_writable, validate, validate_inputs
+from quantmark.validity import invalid_text
 
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -209,10 +209,12 @@ def _print_run(result: LaunchResult) -> None:
         if value is not None:
             text += f", {value / 1e6:.3f} ms" if unit == "ns" else f", {value:.2f} samples/s"
         if summary.get("validity") == "INVALID":
-            text += f" ({why_invalid(summary.get('unmet_checks'), summary.get('invalid_reason'))})"
+            text += f" ({invalid_text(results)})"
     repeat = results.get("repeat") or {}
     if (repeat.get("of") or 1) > 1:
         text += f" (repeat {repeat.get('index')} of {repeat.get('of')})"
+    if results["config"].get("rerun"):
+        text += f" (rerun: {results['config']['rerun'].get('why')})"
     console.print(f"{escape(text)}  ->  {result.run_dir}")
     from quantmark.interference import describe
 
@@ -243,7 +245,8 @@ def default_job(output: str, repeats: int | None = None) -> list[Any]:
 def run_repeated(config: RunConfig, repeats: int, until_stable: float | None,
                  max_repeats: int) -> Any:
     """``--repeats N`` / ``--until-stable``: the test N times in fresh processes, then its
-    median and interval."""
+    median and interval over the VALID runs, the others named; none VALID: no figure, exit 3
+    (the runs did not measure what was asked)."""
     from quantmark.repeats import check_repeats, run_set
 
     check_repeats(repeats, until_stable, max_repeats)
@@ -252,18 +255,22 @@ def run_repeated(config: RunConfig, repeats: int, until_stable: float | None,
                         "accuracy / --audit")
     validate(config)
     done = run_set(config, run_one, repeats, until_stable, max_repeats)
-    interval = done.interval()
-    if interval is not None:
-        unit, scale, fmt = ((" ms", 1e6, "{:.3f}") if done.latency else
-                            (" samples/s", 1.0, "{:.2f}"))
-        shown = replace(interval, point=interval.point / scale,
-                        low=None if interval.low is None else interval.low / scale,
-                        high=None if interval.high is None else interval.high / scale)
-        disturbed = done.disturbed()
-        console.print(f"{escape(config.sut)} {config.scenario}: median of "
-                      f"{len(done.results)} runs {shown.text(fmt)}{unit} (95% interval, "
-                      f"{interval.method})" + (f"; [bold red]{len(disturbed)} disturbed[/]"
-                                               if disturbed else ""))
+    for result, why in done.left_out():
+        console.print(f"[yellow]left out: repeat {result.results.get('repeat', {}).get('index')}"
+                      f" ({escape(str(result.run_dir))}): {escape(why)}[/]", soft_wrap=True)
+    interval, note = done.interval(), done.left_out_note()
+    if interval is None:
+        raise SutError(f"{config.sut} {config.scenario}: {note}: no run measured what was asked, "
+                       "so there is no figure (see the lines above)")
+    unit, scale, fmt = ((" ms", 1e6, "{:.3f}") if done.latency else (" samples/s", 1.0, "{:.2f}"))
+    shown = replace(interval, point=interval.point / scale,
+                    low=None if interval.low is None else interval.low / scale,
+                    high=None if interval.high is None else interval.high / scale)
+    disturbed = done.disturbed()
+    console.print(f"{escape(config.sut)} {config.scenario}: median of {interval.n} "
+                  f"{'VALID ' if note else ''}runs {shown.text(fmt)}{unit} (95% interval, "
+                  f"{interval.method})" + (f"; [bold red]{escape(note)}[/]" if note else "")
+                  + (f"; [bold red]{len(disturbed)} disturbed[/]" if disturbed else ""))
     return done
 
 
@@ -282,22 +289,7 @@ def compare(a: str, b: str, paired: bool = False) -> Any:
     from quantmark import compare as comparing
 
     side_a, side_b, ratio = comparing.compare(a, b, paired)
-    table = Table(title="compare")
-    for column in ("side", "folder", "SUT", "runs", "official metric, median [95% interval]",
-                   "disturbed"):
-        table.add_column(column, overflow="fold")
-    for name, side in (("A", side_a), ("B", side_b)):
-        hit = side.disturbed()
-        table.add_row(name, escape(side.label), escape(", ".join(side.suts)),
-                      str(len(side.values)), escape(comparing.metric_text(side)),
-                      f"[bold red]{len(hit)}[/]" if hit else "no")
-    console.print(table)
-    console.print(escape(comparing.verdict_line(ratio)) + f" ({ratio.method})")
-    for name, side in (("A", side_a), ("B", side_b)):
-        for record in side.disturbed():
-            why = "; ".join(record["interference"].get("why") or [])
-            console.print(f"[yellow]{name} has a disturbed run: {escape(why)}; rerun it on a "
-                          "quiet machine[/]")
+    comparing.show(console, side_a, side_b, ratio)
     return ratio
 
 
@@ -336,7 +328,12 @@ def _characterization(folders: list[str], output: Path) -> None:
                         "machine that has it and run python run.py report there")
     from quantmark.report.ensemble_tables import SPEED_HEADER, speed_cells
     from quantmark.report.ensembles import speed_tables
-    from quantmark.report.intervals import disturbed_lines, disturbed_text, speedup_text
+    from quantmark.report.intervals import (
+        disturbed_lines,
+        disturbed_text,
+        speedup_text,
+        verdicts_note,
+    )
     from quantmark.report.sweep_report import metric_text, write
     from quantmark.report.tables import number
 
@@ -362,6 +359,8 @@ def _characterization(folders: list[str], output: Path) -> None:
         table.add_row(*(escape(cell(config)) for cell in columns.values()))
     if study.configs or study.explained:
         console.print(table)
+    if study.verdicts:
+        console.print(escape(verdicts_note(study.verdicts)))
     for line in disturbed_lines(study.configs):
         console.print(f"[yellow]disturbed:[/] {escape(line)}")
     for found in speed_tables(study):  # the Ensembles section's speed tables

@@ -3,8 +3,11 @@
 Offline and SingleStream for ``ort-fp32`` and ``ort-int8`` on the pretrained default model,
 each test repeated in fresh processes and interleaved (fp32, int8, fp32, int8 ...) so that a
 machine that gets busier or quieter hits both sides, plus one accuracy run of each. Every
-figure is the median over the repeats with its 95% interval; the INT8 speedup is a paired
-ratio with its interval, and reads "no measurable difference" when that interval holds 1.0.
+figure is the median over the VALID repeats with its 95% interval (each INVALID run is named
+and left out; a test with no VALID run has no figure and the job exits 3). The INT8 speedup is
+a ratio paired by repeat index, with its interval, and reads "no measurable difference" when
+that interval holds 1.0; where it does after the first repeats, the pre-stated second stage
+of ``quantmark.two_stage`` runs more and looks once more.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from quantmark import two_stage
 from quantmark.ground.config import RunConfig
+from quantmark.ground.errors import SutError
 from quantmark.launcher import LaunchResult
 from quantmark.repeats import RepeatSet, check_repeats, interleaved, remove_stale
-from quantmark.report.stats import AccuracyChange, Ratio, speedup
+from quantmark.report.stats import AccuracyChange, Ratio
 
 SUTS = ("ort-fp32", "ort-int8")
 BASELINE = "ort-fp32"
@@ -49,7 +54,9 @@ class Row:
 def run(base: RunConfig, run_one: Callable[[RunConfig], LaunchResult], console: Console,
         repeats: int = REPEATS) -> list[Row]:
     """Accuracy of each SUT first (it builds and caches the artifacts, so no timed run follows
-    a conversion), then every performance test ``repeats`` times, interleaved."""
+    a conversion), then every performance test ``repeats`` times, interleaved, and the second
+    stage where a speedup is undecided. Exit 3 (SutError) after the table when a test has no
+    VALID run."""
     check_repeats(repeats, None, repeats)
     accuracy = {sut: run_one(replace(base, sut=sut, scenario="Offline", mode="accuracy",
                                      batch_size=8)) for sut in SUTS}
@@ -58,10 +65,7 @@ def run(base: RunConfig, run_one: Callable[[RunConfig], LaunchResult], console: 
                        quick_duration_ms=REPEAT_DURATION_MS)
                for scenario in SCENARIOS for sut in SUTS]
     rows = {(c.sut, c.scenario): Row(c.sut, c.scenario, RepeatSet(c)) for c in configs}
-    for config in interleaved(configs, repeats):
-        rows[(config.sut, config.scenario)].runs.results.append(run_one(config))
-    for config in configs:
-        remove_stale(config, repeats)
+    run_stages(rows, configs, run_one, repeats, console)
     for row in rows.values():
         result = accuracy[row.sut]
         row.top1 = result.results["accuracy"]["top1"]
@@ -69,12 +73,65 @@ def run(base: RunConfig, run_one: Callable[[RunConfig], LaunchResult], console: 
     compare(list(rows.values()), builtin=bool(accuracy[BASELINE].results.get("dataset", {})
                                               .get("builtin")))
     print_table(list(rows.values()), base.model, repeats, console)
+    without = [row for row in rows.values() if not row.runs.valid()]
+    if without:
+        raise SutError("default job: " + "; ".join(
+            f"{row.sut} {row.scenario}: {row.runs.left_out_note()}" for row in without)
+            + ": no figure, the runs did not measure what was asked (see the lines above)")
     return list(rows.values())
 
 
+def run_stages(rows: dict[tuple[str, str], Row], configs: list[RunConfig],
+               run_one: Callable[[RunConfig], LaunchResult], repeats: int,
+               console: Console) -> None:
+    """``repeats`` interleaved repeats of every test; then, in each scenario whose speedup is
+    undecided (and where both SUTs have a VALID run), more interleaved repeats of both up to
+    ``two_stage.MAX_REPEATS`` each, in the same repeat sets. Speedups are left in the rows."""
+    set_ids: dict[tuple[str, str], str] = {}
+    for config in interleaved(configs, repeats):
+        set_ids[(config.sut, config.scenario)] = config.repeat_set
+        rows[(config.sut, config.scenario)].runs.results.append(run_one(config))
+    speedups(list(rows.values()), repeats)
+    if two_stage.looks(repeats) > 1:
+        again = [s for s in SCENARIOS if _needs_second_stage(rows, s)]
+        more = [c for c in configs if c.scenario in again]
+        if more:
+            console.print(f"INT8 speedup undecided after {repeats} repeats in "
+                          f"{', '.join(again)}: running repeats {repeats + 1}-"
+                          f"{two_stage.MAX_REPEATS} of both SUTs there, interleaved (the "
+                          "job's second stage, stated in its plan)")
+        for config in interleaved(more, two_stage.MAX_REPEATS, start=repeats + 1,
+                                  set_ids=[set_ids[(c.sut, c.scenario)] for c in more]):
+            rows[(config.sut, config.scenario)].runs.results.append(run_one(config))
+        speedups(list(rows.values()), repeats)
+    for config in configs:
+        remove_stale(config, len(rows[(config.sut, config.scenario)].runs.results))
+
+
+def _needs_second_stage(rows: dict[tuple[str, str], Row], scenario: str) -> bool:
+    found = [row for row in rows.values() if row.scenario == scenario]
+    return all(row.runs.valid() for row in found) and any(
+        two_stage.undecided(row.speedup) for row in found if row.sut != BASELINE)
+
+
+def speedups(rows: list[Row], first: int) -> None:
+    """Each row's speedup over the baseline in its scenario, paired by repeat index (the runs
+    were interleaved: repeat k of each side ran beside the other), over VALID runs only, at
+    the plan's per-look level (``two_stage``)."""
+    for row in rows:
+        reference = next((r for r in rows if r.sut == BASELINE and r.scenario == row.scenario),
+                         None)
+        if reference is None or row.sut == BASELINE:
+            continue
+        row.speedup = two_stage.paired_by_index(
+            reference.runs.by_repeat(), row.runs.by_repeat(), reference.runs.metric_values(),
+            row.runs.metric_values(), higher_is_better=not row.runs.latency,
+            level=two_stage.confidence(first))
+
+
 def compare(rows: list[Row], builtin: bool) -> None:
-    """Each row's speedup over the baseline in its scenario (paired: the runs were interleaved,
-    repeat k of each side beside the other) and its paired accuracy change."""
+    """Each row's paired accuracy change over the baseline in its scenario (its speedup comes
+    from ``speedups``)."""
     from quantmark.report.accuracy import paired_change
 
     for row in rows:
@@ -82,10 +139,6 @@ def compare(rows: list[Row], builtin: bool) -> None:
                          None)
         if reference is None or row.sut == BASELINE:
             continue
-        mine, theirs = row.runs.metric_values(), reference.runs.metric_values()
-        if mine and theirs:
-            row.speedup = speedup(theirs, mine, higher_is_better=not row.runs.latency,
-                                  paired=len(mine) == len(theirs))
         if row.accuracy_dir and reference.accuracy_dir:
             row.accuracy_change = paired_change(reference.accuracy_dir, row.accuracy_dir,
                                                 by_source_image=builtin)
@@ -104,13 +157,29 @@ def _metric(row: Row) -> str:
 
 
 def _percentile(key: str) -> Callable[[Row], str]:
+    """The percentile over the VALID repeats as the reports show it (``report.percentiles``):
+    the median with its interval from 3 runs on, ``n/a`` for Offline (one query of every
+    sample), ``n/a (k queries)`` where it would be the slowest query."""
+    from quantmark.report.percentiles import over_results
+
     def cell(row: Row) -> str:
-        if row.scenario == "Offline":  # one query of every sample: not a sample's latency
-            return "n/a"
-        values = sorted(r.results["summary"]["percentiles_ns"][key] / 1e6
-                        for r in row.runs.results)
-        return f"{values[len(values) // 2]:.2f}"
+        summaries = [r.results["summary"] for r in row.runs.valid()]
+        return escape(over_results(row.scenario, summaries, key).text()) if summaries else "-"
     return cell
+
+
+def _validity(row: Row) -> str:
+    """VALID when every run is; else how many were left out (each named below the table)."""
+    note = row.runs.left_out_note()
+    if not note:
+        return "VALID"
+    return f"[bold red]{escape(note)}[/]" if not row.runs.valid() else f"[yellow]{escape(note)}[/]"
+
+
+def _speedup(row: Row) -> str:
+    if row.sut == BASELINE:
+        return "1.00x (baseline)"
+    return escape(row.speedup.text()) if row.speedup else "-"
 
 
 def _disturbed(row: Row) -> str:
@@ -130,31 +199,50 @@ COLUMNS: dict[str, Callable[[Row], str]] = {  # header -> the cell it shows (ric
     "executed": lambda row: escape(str(row.runs.results[0].results["sut"]
                                        .get("executed_precision") or "-")),
     "scenario": lambda row: row.scenario,
-    "validity": lambda row: escape(", ".join(sorted({r.results["summary"]["validity"]
-                                                     for r in row.runs.results}))),
+    "validity": _validity,
     "official metric, median [95% interval]": lambda row: escape(_metric(row)),
     "p50 ms": _percentile(PERCENTILES[0]), "p90 ms": _percentile(PERCENTILES[1]),
     "p99 ms": _percentile(PERCENTILES[2]),
-    "speedup vs fp32 [95% interval]": lambda row: (
-        "1.00x (baseline)" if row.sut == BASELINE else
-        escape(row.speedup.text()) if row.speedup else "-"),
+    "speedup vs fp32 [interval]": _speedup,
     "top-1 % (change vs fp32)": _top1,
     "disturbed runs": _disturbed,
 }
 
 
+def plan_text(repeats: int) -> str:
+    """The speedup verdicts' plan, as the table's note states it."""
+    level = f"{two_stage.confidence(repeats):.1%}"
+    if two_stage.looks(repeats) == 1:
+        return (f"Speedups are paired by repeat index, with {level} intervals over "
+                f"{repeats} repeats (one look).")
+    return (f"Speedups are paired by repeat index. The plan: {repeats} interleaved repeats, "
+            f"then, where the speedup's interval holds 1.00x, more up to "
+            f"{two_stage.MAX_REPEATS} per side and a second look; each look's interval is "
+            f"{level} (Bonferroni over the two looks: 95% overall).")
+
+
 def print_table(rows: list[Row], model: str, repeats: int, console: Console) -> None:
-    table = Table(title=f"quantmark default job: {model} on the built-in dataset, {repeats} "
+    most = max((len(row.runs.results) for row in rows), default=repeats)
+    runs = f"{repeats}" + (f" (up to {most} where undecided)" if most > repeats else "")
+    table = Table(title=f"quantmark default job: {model} on the built-in dataset, {runs} "
                         "interleaved quick runs per test")
     for header in COLUMNS:
-        table.add_column(header)
+        table.add_column(escape(header))
     for row in rows:
         table.add_row(*(cell(row) for cell in COLUMNS.values()))
     console.print(table)
-    console.print("Figures are medians over the repeats with 95% intervals; a speedup whose "
-                  "interval holds 1.00x reads 'no measurable difference'. Offline runs are one "
-                  "query of every sample, so they have no per-sample percentiles (n/a). Quick "
-                  "runs: short and not valid for submission; use --official for that.")
+    console.print("Figures are medians over the VALID repeats with 95% intervals (INVALID runs "
+                  "are left out and named below); a speedup whose interval holds 1.00x reads "
+                  f"'no measurable difference'. {plan_text(repeats)} Offline runs are one "
+                  "query of every sample, so they have no per-sample percentiles (n/a); a "
+                  "percentile p needs more than 1/(1-p) queries, else it would be the slowest "
+                  "query (n/a (k queries)). Quick runs: short and not valid for submission; "
+                  "use --official for that.")
+    for row in rows:
+        for result, why in row.runs.left_out():
+            console.print(f"[yellow]left out: {escape(row.sut)} {row.scenario} repeat "
+                          f"{result.results.get('repeat', {}).get('index', '?')}: "
+                          f"{escape(why)}[/]", soft_wrap=True)
     for row in rows:
         for result in row.runs.disturbed():
             why = "; ".join(result.results["interference"].get("why") or [])

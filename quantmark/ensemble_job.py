@@ -79,12 +79,12 @@ def run(args: Any, base: RunConfig, run_one: Callable[[RunConfig], LaunchResult]
 
 def combined_values(member_sets: list[RepeatSet]) -> list[float]:
     """Per repeat, the members run one after another: latencies add, throughputs combine as
-    1 / sum(1 / throughput)."""
-    series = [s.metric_values() for s in member_sets]
-    count = min((len(v) for v in series), default=0)
+    1 / sum(1 / throughput). Over the repeat indices where every member has a VALID run."""
+    series = [s.by_repeat() for s in member_sets]
+    shared = sorted(set.intersection(*(set(v) for v in series))) if series else []
     latency = any(s.latency for s in member_sets)
     return [sum(v[k] for v in series) if latency else 1.0 / sum(1.0 / v[k] for v in series)
-            for k in range(count)]
+            for k in shared]
 
 
 def run_performance(alone: list[RunConfig], together: list[RunConfig],

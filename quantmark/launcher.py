@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -24,6 +25,9 @@ from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError
 from quantmark.ground.lifetime import PARENT_ENV
 from quantmark.interference import Monitor, attach
+from quantmark.rerun import rerun_config
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,7 +66,20 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
     The child's peak RSS comes from the kernel's accounting of that one process (``wait4``).
     A finished run's results (and its results.json) get ``interference``: what other
     processes took from the machine during LoadGen's window (quantmark.interference).
+    A quick run that came out INVALID because the machine ran faster than its warm-up is run
+    once more, sized by the rate it met (``quantmark.rerun``); the rerun's result is returned.
     """
+    result = _launch_once(config, cwd, timeout_s, quiet, log_path, append=False)
+    again = rerun_config(config, result.status, result.results)
+    if again is None:
+        return result
+    log.info("%s %s: %s", config.sut, config.scenario, again.rerun["why"])
+    return _launch_once(again, cwd, timeout_s, quiet, log_path, append=True)
+
+
+def _launch_once(config: RunConfig, cwd: str | None, timeout_s: float | None, quiet: bool,
+                 log_path: str | Path | None, append: bool) -> LaunchResult:
+    """One child process, one test (see ``launch``); ``append`` adds to ``log_path``."""
     with tempfile.TemporaryDirectory(prefix="quantmark-launch-") as tmp:
         config_path = Path(tmp) / "config.json"
         status_path = Path(tmp) / "status.json"
@@ -80,7 +97,7 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
             output: Any = subprocess.DEVNULL if quiet else None
             if log_path is not None:
                 Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-                output = stack.enter_context(open(log_path, "wb"))
+                output = stack.enter_context(open(log_path, "ab" if append else "wb"))
             # watches the machine from here, before the child exists until it is reaped
             monitor = stack.enter_context(Monitor())
             process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=output,

@@ -20,6 +20,8 @@ from quantmark.ground.layout import run_dir, system_id
 from quantmark.ground.locks import FileLock, LockHeld
 from quantmark.launcher import LaunchResult
 from quantmark.report.stats import Interval, figure_interval
+from quantmark.report.stopping import LOOKS_IN_A_ROW, look
+from quantmark.validity import left_out_why, repeat_index
 
 log = logging.getLogger(__name__)
 
@@ -29,18 +31,43 @@ DEFAULT_MAX_REPEATS = 10
 
 @dataclass
 class RepeatSet:
-    """The runs of one test in one set, with the interval of their official metric."""
+    """The runs of one test in one set, with the interval of their official metric. Figures
+    use the VALID runs only; the others are ``left_out`` and named (``quantmark.validity``)."""
 
     config: RunConfig
     results: list[LaunchResult] = field(default_factory=list)
 
+    def valid(self) -> list[LaunchResult]:
+        return [r for r in self.results if left_out_why(r.results) is None]
+
+    def left_out(self) -> list[tuple[LaunchResult, str]]:
+        """Each run a figure may not use, with why."""
+        return [(r, why) for r in self.results if (why := left_out_why(r.results))]
+
     def metric_values(self) -> list[float]:
-        return [value for r in self.results
-                if (value := (r.results.get("summary") or {}).get("metric_value"))]
+        """The official metric of each VALID run, in run order."""
+        return [float(r.results["summary"]["metric_value"]) for r in self.valid()]
+
+    def by_repeat(self) -> dict[int, float]:
+        """The VALID runs' metric by repeat index: what pairs with another set's runs."""
+        return {index: float(r.results["summary"]["metric_value"]) for r in self.valid()
+                if (index := repeat_index(r.results)) is not None}
 
     def interval(self) -> Interval | None:
+        """The median and 95% interval of the VALID runs; under ``--until-stable`` the
+        stopping rule's interval (``quantmark.report.stopping``), corrected for the stop."""
         values = self.metric_values()
+        if values and self.config.until_stable is not None:
+            return look(values, self.config.until_stable, self.config.repeats).interval
         return figure_interval(values) if values else None
+
+    def left_out_note(self) -> str:
+        """``k of n runs INVALID, left out`` (or incomplete), "" when every run counts."""
+        left = self.left_out()
+        if not left:
+            return ""
+        kinds = sorted({why.split(":", 1)[0] for _, why in left})
+        return f"{len(left)} of {len(self.results)} runs {' or '.join(kinds)}, left out"
 
     @property
     def latency(self) -> bool:
@@ -64,11 +91,13 @@ def check_repeats(repeats: int, until_stable: float | None, max_repeats: int) ->
                             f"{MIN_STABLE_REPEATS}")
 
 
-def interleaved(configs: list[RunConfig], repeats: int) -> Iterator[RunConfig]:
+def interleaved(configs: list[RunConfig], repeats: int, start: int = 1,
+                set_ids: list[str] | None = None) -> Iterator[RunConfig]:
     """Repeat k of every config before repeat k+1 of any: A1 B1 A2 B2 ... Each config gets its
-    own set id; every run is stamped with its index and the set's size."""
-    sets = [uuid.uuid4().hex[:12] for _ in configs]
-    for index in range(1, repeats + 1):
+    own set id, or keeps its ``set_ids`` entry (a set that goes on, from repeat ``start``);
+    every run is stamped with its index and the set's size."""
+    sets = list(set_ids) if set_ids else [uuid.uuid4().hex[:12] for _ in configs]
+    for index in range(start, repeats + 1):
         for config, set_id in zip(configs, sets, strict=True):
             yield replace(config, repeat=index, repeats=repeats, repeat_set=set_id)
 
@@ -76,26 +105,28 @@ def interleaved(configs: list[RunConfig], repeats: int) -> Iterator[RunConfig]:
 def run_set(config: RunConfig, run: Callable[[RunConfig], LaunchResult], repeats: int,
             until_stable: float | None = None,
             max_repeats: int = DEFAULT_MAX_REPEATS) -> RepeatSet:
-    """Run ``config`` ``repeats`` times; with ``until_stable`` (percent), keep going until the
-    interval's half-width is under it or ``max_repeats`` runs were made."""
+    """Run ``config`` ``repeats`` times; with ``until_stable`` (percent), keep going until
+    the stopping rule of ``quantmark.report.stopping`` says stable (two looks in a row within
+    the target) or ``max_repeats`` runs were made."""
     check_repeats(repeats, until_stable, max_repeats)
     planned = max(repeats, MIN_STABLE_REPEATS) if until_stable is not None else repeats
     cap = max(max_repeats, planned) if until_stable is not None else repeats
+    config = replace(config, repeats=planned, until_stable=until_stable)
     done = RepeatSet(config)
     set_id = uuid.uuid4().hex[:12]
     for index in range(1, cap + 1):
-        done.results.append(run(replace(config, repeat=index, repeats=planned,
-                                        repeat_set=set_id)))
+        done.results.append(run(replace(config, repeat=index, repeat_set=set_id)))
         if index < planned:
             continue
-        interval = done.interval()
-        width = interval.half_width if interval else None
-        if until_stable is None or (width is not None and width * 100 <= until_stable):
+        if until_stable is None:
+            break
+        now = look(done.metric_values(), until_stable, planned)
+        if now.stable:
             break
         if index < cap:
-            log.info("interval half-width %s after %d runs; target %.3g%%: running another",
-                     f"{width * 100:.2f}%" if width is not None else "unknown", index,
-                     until_stable)
+            log.info("interval half-width %s after %d runs; target %.3g%% on %d looks in a "
+                     "row: running another", "unknown" if now.width_pct is None else
+                     f"{now.width_pct:.2f}%", index, until_stable, LOOKS_IN_A_ROW)
     remove_stale(config, len(done.results))
     return done
 

@@ -102,7 +102,8 @@ def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySamp
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
                         user_conf=config.user_conf,
-                        quick_min_duration_ms=config.quick_duration_ms, workers=workers)
+                        quick_min_duration_ms=config.quick_duration_ms, workers=workers,
+                        met_rate=float(config.rerun.get("met_samples_per_s") or 0.0))
     return workers, measurement, build_settings(plan, measurement)
 
 

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
-from quantmark.scenarios.userconf import SCENARIOS, ConfLine, effective_keys, parse_user_conf
+from quantmark.scenarios.userconf import (
+    SCENARIOS,
+    ConfLine,
+    effective_keys,
+    loadgen_copy,
+    parse_user_conf,
+)
 
 QUICK_MIN_DURATION_MS = 5_000
 OFFICIAL_MIN_DURATION_MS = 600_000  # every scenario, MLPerf inference rules
@@ -76,6 +82,17 @@ class Measurement:
         """Latency of a query of ``samples`` samples split into batches."""
         return math.ceil(samples / self.batch_size) * self.batch_latency_s
 
+    def expected_rate(self, scenario: str, workers: int, samples_per_query: int = 8) -> float:
+        """Samples per second a run of ``scenario`` should meet by this measurement: what
+        a quick run is sized by, and what a rerun compares the rate it met with."""
+        if scenario == "SingleStream":
+            return 1.0 / self.latency_s
+        if scenario == "MultiStream":
+            return samples_per_query / self.query_latency_s(samples_per_query)
+        if scenario == "Offline":
+            return self.offline_rate(workers)
+        return self.server_capacity * workers
+
 
 @dataclass
 class SettingsPlan:
@@ -89,6 +106,9 @@ class SettingsPlan:
     user_conf: str | None = None
     quick_min_duration_ms: int = QUICK_MIN_DURATION_MS
     workers: int = 1
+    # samples/s an INVALID quick run met (quantmark.rerun): its rerun is sized by this rate,
+    # not by the warm-up's; 0 for every other run
+    met_rate: float = 0.0
 
 
 @dataclass
@@ -134,7 +154,8 @@ def build_settings(plan: SettingsPlan, measurement: Measurement | None) -> Built
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, plan.scenario)
     with tempfile.TemporaryDirectory(prefix="quantmark-conf-") as tmp:
-        conf_path = plan.user_conf or str(Path(tmp) / "empty_user.conf")
+        conf_path = (loadgen_copy(plan.user_conf, Path(tmp)) if plan.user_conf  # no BOM
+                     else str(Path(tmp) / "empty_user.conf"))
         if not plan.user_conf:
             Path(conf_path).write_text("")
         status = settings.FromConfig(conf_path, plan.loadgen_model, plan.scenario)
@@ -172,21 +193,26 @@ def build_settings(plan: SettingsPlan, measurement: Measurement | None) -> Built
 
 
 def _apply_measurement(plan, measurement, set_value, user_set, settings, built) -> None:
-    """Expected latency / QPS from the warm-up measurement, never guessed."""
-    scenario = plan.scenario
+    """Expected latency / QPS from the warm-up measurement, never guessed; a quick rerun's
+    from the rate its INVALID first run met (``plan.met_rate``), with the same margins."""
+    scenario, met = plan.scenario, plan.met_rate
+    if met and scenario != "Server":
+        built.notes.append(f"quick rerun: sized by the {met:.6g} samples/s the INVALID first run "
+                           "met, not by the warm-up measurement")
     if scenario == "SingleStream":
-        expected_s = measurement.latency_s * LATENCY_MARGIN
+        expected_s = (1.0 / met if met else measurement.latency_s) * LATENCY_MARGIN
         set_value("target_latency", "single_stream_expected_latency_ns", expected_s * 1e9,
                   expected_s * 1e3)
     elif scenario == "MultiStream":
         per_query = settings.multi_stream_samples_per_query or 8
-        latency_s = measurement.query_latency_s(per_query) * LATENCY_MARGIN
+        latency_s = (per_query / met if met else
+                     measurement.query_latency_s(per_query)) * LATENCY_MARGIN
         set_value("target_latency", "multi_stream_expected_latency_ns", latency_s * 1e9,
                   latency_s * 1e3)
     elif scenario == "Offline":
         margin = OFFLINE_QPS_MARGIN if plan.quick else OFFICIAL_OFFLINE_QPS_MARGIN
         set_value("target_qps", "offline_expected_qps",
-                  measurement.offline_rate(plan.workers) * margin, cast=float)
+                  (met or measurement.offline_rate(plan.workers)) * margin, cast=float)
     elif scenario == "Server":
         capacity = measurement.server_capacity * plan.workers
         set_value("target_qps", "server_target_qps", capacity * SERVER_LOAD_FRACTION, cast=float)

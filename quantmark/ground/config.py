@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -32,11 +33,17 @@ class RunConfig:
     repeat: int = 1
     repeats: int = 1
     repeat_set: str = ""
+    # --until-stable's target (percent) for a set run under that stopping rule, else None:
+    # its interval is the rule's (quantmark.report.stopping), also when a report reads it
+    until_stable: float | None = None
     # an ensemble (--ensemble MODEL@SUT,...): sut is then "ensemble-<mode>[-vote]" and model
     # the members joined with "+"
     ensemble: str = ""
     ensemble_mode: str = "sequential"  # "sequential" | "concurrent"
     ensemble_combine: str = "mean"  # "mean" (of softmax probabilities) | "vote"
+    # a quick run rerun once at the rate its INVALID first run met (quantmark.rerun): why,
+    # and that rate; empty for every other run
+    rerun: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

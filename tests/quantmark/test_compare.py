@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,17 +13,34 @@ from quantmark.compare import compare, resolve, verdict_line
 from quantmark.ground.errors import UserError
 from quantmark.report.repeats import current_set
 from tests.conftest import run_cli
+from tests.report.loadgen_runs import cut_before, loadgen_run
+
+LOGS: dict[str, Path] = {}  # scenario -> a real LoadGen run's logs (whole, VALID)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loadgen_logs(tmp_path_factory) -> None:
+    root = tmp_path_factory.mktemp("loadgen")
+    for scenario in ("Offline", "SingleStream"):
+        LOGS[scenario] = loadgen_run(root / scenario, scenario)
 
 
 def fake_run(folder: Path, value: float, *, unit: str = "samples/s", set_id: str = "s1",
              index: int = 1, ended: float = 0.0, sut: str = "ort-fp32",
-             scenario: str = "Offline", disturbed: bool | None = False) -> Path:
-    """A performance run folder as quantmark leaves it, with only what compare reads."""
-    folder.mkdir(parents=True)
-    (folder / "mlperf_log_detail.txt").write_text("")
-    record = {"config": {"sut": sut, "model": "m"},
+             scenario: str = "Offline", disturbed: bool | None = False,
+             validity: str = "VALID", config: dict[str, Any] | None = None,
+             model: dict[str, Any] | None = None) -> Path:
+    """A performance run folder as quantmark leaves it: a real LoadGen run's logs, and a
+    results.json with what compare reads (its figure, validity and what ran)."""
+    shutil.copytree(LOGS[scenario], folder)
+    record = {"config": {"sut": sut, "model": "m", "quick": True, **(config or {})},
+              "model": model or {},
+              "settings": {"quantmark_set": {"target_qps": 1.0}},
               "summary": {"scenario": scenario, "metric_name": "samples_per_second",
-                          "metric_unit": unit, "metric_value": value},
+                          "metric_unit": unit, "metric_value": value, "validity": validity,
+                          "unmet_checks": [] if validity == "VALID" else ["min duration"],
+                          "invalid_reason": None if validity == "VALID" else
+                          "Reduce expected QPS so the loadgen pre-generates more queries"},
               "repeat": {"set": set_id, "index": index, "of": 3},
               "times": {"loadgen_ended_at": ended or float(index)},
               "interference": {"disturbed": disturbed,
@@ -109,3 +128,65 @@ def test_the_cli_prints_the_verdict_and_flags_disturbed_runs(tmp_path) -> None:
     assert "B has a disturbed run: other processes used 1.60 of 2 cores" in done.stdout
     bad = run_cli("compare", str(a), timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_runs_of_different_tests_are_refused_not_pooled(tmp_path) -> None:
+    """The issue's folder: one ort-fp32 run and one ort-int8 run made one median."""
+    mixed = tmp_path / "mixed"
+    fake_run(mixed / "host-ort-fp32" / "m" / "Offline" / "performance" / "run_1", 45.85)
+    fake_run(mixed / "host-ort-int8" / "m" / "Offline" / "performance" / "run_1", 7191.9,
+             sut="ort-int8")
+    a = results_tree(tmp_path / "a", [40.0, 41.0, 39.5])
+    with pytest.raises(UserError, match=r"different tests.*SUT differs: ort-fp32 \("):
+        compare(str(a), str(mixed))
+    done = run_cli("compare", str(a), str(mixed), timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    for name, change in (("batch", {"config": {"batch_size": 32}}),
+                         ("model file", {"model": {"key": "other-artifact"}}),
+                         ("options", {"config": {"sut_options": {"ov_api": "async"}}}),
+                         ("threads", {"config": {"threads": 1}})):
+        folder = results_tree(tmp_path / name, [40.0, 41.0])
+        fake_run(folder / "host-ort-fp32" / "m" / "Offline" / "performance-b" / "run_1",
+                 40.5, **change)
+        with pytest.raises(UserError, match="not repeats of one"):
+            compare(str(a), str(folder))
+
+
+def test_invalid_and_incomplete_runs_are_left_out_and_named(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 41.0, 39.5])
+    perf = tmp_path / "b" / "host-ort-fp32" / "m" / "Offline" / "performance"
+    for index, (value, validity) in enumerate([(80.0, "VALID"), (7000.0, "INVALID"),
+                                               (82.0, "VALID"), (9000.0, "VALID")], 1):
+        fake_run(perf / f"run_{index}", value, index=index, validity=validity)
+    cut_before(perf / "run_4" / "mlperf_log_detail.txt", "result_validity")  # truncated log
+    _, side_b, ratio = compare(str(a), str(tmp_path / "b"))
+    assert side_b.values == [80.0, 82.0] and ratio.point == pytest.approx(2.0, rel=0.03)
+    assert [run.name for run, _ in side_b.left_out] == ["run_2", "run_4"]
+    done = run_cli("compare", str(a), str(tmp_path / "b"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("B: left out")]
+    assert len(lines) == 2 and "run_2: INVALID: min duration not met" in lines[0]
+    assert "incomplete: mlperf_log_detail.txt" in lines[1]
+    assert "Reduce expected QPS" not in done.stdout  # a quick run: quantmark's words
+    assert "2 (2 left out)" in done.stdout
+
+
+def test_a_side_with_no_usable_run_is_an_error(tmp_path) -> None:
+    a = results_tree(tmp_path / "a", [40.0, 41.0])
+    b = results_tree(tmp_path / "b", [145.7, 121.5], validity="INVALID")
+    with pytest.raises(UserError, match="no run under .* can be used, every one is INVALID"):
+        compare(str(a), str(b))
+    done = run_cli("compare", str(a), str(b), timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_paired_runs_pair_by_repeat_index(tmp_path) -> None:
+    a = tmp_path / "a" / "host-ort-fp32" / "m" / "Offline" / "performance"
+    for index, (value, validity) in enumerate([(40.0, "VALID"), (10.0, "INVALID"),
+                                               (39.0, "VALID")], 1):
+        fake_run(a / f"run_{index}", value, index=index, validity=validity)
+    b = results_tree(tmp_path / "b", [80.0, 82.0, 78.0])
+    side_a, side_b, ratio = compare(str(tmp_path / "a"), str(b), paired=True)
+    assert ratio.paired and ratio.point == pytest.approx(2.0) and ratio.n_candidate == 2
+    assert side_b.values == [80.0, 78.0]
+    assert [why for _, why in side_b.left_out] == ["its partner, repeat 2 of A, was left out"]

@@ -147,8 +147,10 @@ def test_an_option_no_member_reads_is_one_line(tmp_path):
 def _set(values: list[float], unit: str) -> RepeatSet:
     runs = RepeatSet(RunConfig(scenario="Offline", sut="x", model="y"))
     runs.results = [LaunchResult("ok", None, {"summary": {"metric_value": v,
-                                                          "metric_unit": unit}})
-                    for v in values]
+                                                          "metric_unit": unit,
+                                                          "validity": "VALID"},
+                                              "repeat": {"index": k}})
+                    for k, v in enumerate(values, 1)]
     return runs
 
 

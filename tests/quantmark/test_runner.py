@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from quantmark.ground.config import RunConfig
-from quantmark.ground.errors import SutError
+from quantmark.ground.errors import SutError, UserError
 from quantmark.run_folder import RunFolder
 from tests.conftest import run_python
 
@@ -108,3 +108,15 @@ def test_a_second_folder_user_is_refused_and_leftovers_of_the_dead_are_cleared(t
         assert "another quantmark run (pid" in proc.stdout, proc.stderr
     with RunFolder(final):  # released: free again
         pass
+
+
+def test_a_file_named_like_the_run_folder_is_named_not_replaced(tmp_path):
+    final = tmp_path / "performance" / "run_1"
+    final.parent.mkdir(parents=True)
+    final.write_text("my notes")
+    with pytest.raises(UserError) as raised:
+        RunFolder(final).open()
+    message = str(raised.value)
+    assert f"{final} is a file" in message and "--output" in message and "\n" not in message
+    assert final.read_text() == "my notes"
+    assert not list(final.parent.glob(".run_1*tmp*"))
