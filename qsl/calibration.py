@@ -140,7 +140,31 @@ def _from_list(
                 "evaluation item; calibrate on other images (e.g. the train set)"
             )
     items = [rel for rel, _ in entries]
-    return CalibrationSet(root, items, f"user list {list_file}", len(items), None, recipe)
+    calibration = CalibrationSet(root, items, f"user list {list_file}", len(items), None, recipe)
+    _refuse_copies(dataset, calibration, list_file, [line for _, line in entries])
+    return calibration
+
+
+def _refuse_copies(dataset: ImageFolderDataset, calibration: CalibrationSet, list_file: Path,
+                   lines: list[int]) -> None:
+    """A calibration image with the bytes of an evaluation image (a copy under another name
+    or folder) is refused like the image itself: MLPerf forbids calibrating on scored images.
+    Both sides are hashed anyway (the dataset fingerprint, the calibration hash)."""
+    content = dataset.content()
+    evaluated: dict[str, int] = {}
+    for row in dataset.cache_rows:
+        evaluated.setdefault(content[row], int(row))
+    copies = [(i, evaluated[digest]) for i, digest in enumerate(calibration.content())
+              if digest in evaluated]
+    if not copies:
+        return
+    first, row = copies[0]
+    more = f" (and {len(copies) - 1} more of its images)" if len(copies) > 1 else ""
+    raise UserError(
+        f"calibration image {calibration.items[first]} ({list_file}:{lines[first]}) has the "
+        f"same bytes as evaluation image {dataset.all_items[row][0]} ({dataset.describe(row)})"
+        f"{more}; calibrate on other images (e.g. the train set) or remove those lines"
+    )
 
 
 def _held_out(

@@ -33,6 +33,9 @@ NUM_CLASSES = 1000
 # "racily clean" index entries.
 RACY_NS = 2_000_000_000
 MEMO_VERSION = 1
+#: a UTF-8 byte-order mark, as Windows editors save text: read as part of the first path
+#: it would make the first image "missing"
+BOM = "\ufeff"
 
 
 class ImageFolderDataset:
@@ -65,21 +68,32 @@ class ImageFolderDataset:
         self.held_out: list[str] = []
         self.cache_rows = np.arange(len(self.all_items), dtype=np.int64)
         self._fingerprint: str | None = None
+        self._content: list[str] | None = None
 
     def _stat_images(self) -> list[os.stat_result]:
         """Stat every listed image; a missing one, or one whose path leads out of the folder
         ('..', a symlink), is a UserError naming its val_map line."""
         inside = _Containment(self.root)
         stats = []
-        for (rel, _), line in zip(self.all_items, self.line_numbers, strict=True):
+        files: dict[tuple[int, int], int] = {}  # (device, inode) -> row: one file, one line
+        for row, ((rel, _), line) in enumerate(zip(self.all_items, self.line_numbers,
+                                                    strict=True)):
             where = f"{self.map_path}:{line}"
             try:
-                stats.append(inside.stat(rel, where))
+                info = inside.stat(rel, where)
             except OSError:
                 raise UserError(
                     f"image {self.root / rel} listed at {where} does not exist; "
                     "restore the file or remove that line"
                 ) from None
+            first = files.setdefault((info.st_dev, info.st_ino), row)
+            if first != row:
+                raise UserError(
+                    f"{where}: {_short(rel)} is the same file as {_short(self.all_items[first][0])}"
+                    f" (line {self.line_numbers[first]}) through a symlink or hard link, so it "
+                    "would be scored twice; remove one of the lines"
+                )
+            stats.append(info)
         return stats
 
     def __len__(self) -> int:
@@ -126,10 +140,16 @@ class ImageFolderDataset:
         """
         if self._fingerprint is None:
             digest = hashlib.sha256(self._map_bytes).hexdigest()
-            rels = [rel for rel, _ in self.all_items]
-            images = content_hashes(self.root, rels, self._stats)
-            self._fingerprint = hash_json({"val_map": digest, "images": images})
+            self._fingerprint = hash_json({"val_map": digest, "images": self.content()})
         return self._fingerprint
+
+    def content(self) -> list[str]:
+        """sha256 (32 hex) of every listed image's bytes, in ``all_items`` order (memoised):
+        what the fingerprint hashes, and what a calibration list is checked against."""
+        if self._content is None:
+            self._content = content_hashes(self.root, [rel for rel, _ in self.all_items],
+                                           self._stats)
+        return self._content
 
     def hold_out(self, relpaths: list[str]) -> None:
         """Remove these items from evaluation (in place) so the QSL never contains them.
@@ -252,13 +272,13 @@ def _write_memo(path: Path, rels: Sequence[str], stats: Sequence[os.stat_result]
 def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[int]]:
     """Parse ``<relative path> <label>`` lines; blank lines are skipped, anything else is bad."""
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError:
         msg = f"{path} is not UTF-8 text; write it as '<relative path> <label>' lines"
         raise UserError(msg) from None
     items: list[tuple[str, int]] = []
     lines: list[int] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}  # normalised path -> (line, path as written)
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -279,12 +299,15 @@ def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[
         rel = parts[0]
         if os.path.isabs(rel):
             raise UserError(f"{path}:{number}: path {_short(rel)} is absolute; make it relative")
-        if rel in seen:
+        key = os.path.normpath(rel)  # ./img/x, img//x and img/../img/x are img/x
+        if key in seen:
+            first, written = seen[key]
+            also = "" if written == rel else f" as {_short(written)}"
             raise UserError(
-                f"{path}:{number}: {_short(rel)} is listed again (first at line {seen[rel]}); "
+                f"{path}:{number}: {_short(rel)} is listed again (first at line {first}{also}); "
                 "remove the duplicate"
             )
-        seen[rel] = number
+        seen[key] = (number, rel)
         items.append((rel, label))
         lines.append(number)
     return items, lines
@@ -293,7 +316,7 @@ def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[
 def parse_path_list(path: Path) -> list[tuple[str, int]]:
     """Parse an MLPerf-style list (one relative path per line, optional trailing label)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8").removeprefix(BOM)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(
             f"cannot read list {path} ({exc.__class__.__name__}); "

@@ -9,27 +9,37 @@ Resampling: PIL bilinear (``Image.Resampling.BILINEAR``). This is what torchvisi
 ``Resize(256)`` does on PIL images and what the MLPerf ResNet-50 PyTorch reference used; PIL
 antialiases when downscaling, so the crop is not aliased the way OpenCV's INTER_LINEAR can be.
 Changing it changes accuracy slightly, so it is part of the geometry key.
+
+Orientation: a photo's EXIF orientation (a camera held sideways) is applied before the resize,
+as image viewers and OpenCV's ``imread`` (MLPerf's ResNet-50 reference) do, for every SUT alike;
+it is part of the geometry key (GEOMETRY_VERSION 3). Images above Pillow's decompression-bomb
+warning size (about 89 Mpixels) are decoded with one log line naming the file; above its hard
+limit (twice that) they are refused, naming the limit and the fix.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from PIL import Image
+from PIL import ExifTags, Image, ImageOps
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_json
 
 # Bump when the decode/resize/crop code changes in a way that changes pixels: old caches go stale.
 # 2: 16-bit grayscale is scaled to 8 bits, no longer clipped to white.
-GEOMETRY_VERSION = 2
+# 3: EXIF orientation is applied (a rotated photo is decoded upright).
+GEOMETRY_VERSION = 3
 RESAMPLING = "bilinear"
 _PIL_RESAMPLING = Image.Resampling.BILINEAR
 
 Layout = Literal["NCHW", "NHWC"]
+log = logging.getLogger(__name__)
 
 # torchvision / MLPerf ResNet-50 PyTorch constants, in 0-255 pixel units.
 IMAGENET_MEAN = (123.675, 116.28, 103.53)
@@ -113,10 +123,38 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
+def open_image(path: str | os.PathLike) -> Image.Image:
+    """``Image.open`` with Pillow's decompression-bomb guard said in one line: a large image is
+    decoded with a log line naming it; one above Pillow's hard limit is a UserError."""
+    limit = Image.MAX_IMAGE_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(path)
+        except Image.DecompressionBombError:
+            raise UserError(f"image {path} has more than {2 * limit} pixels, Pillow's limit "
+                            "against decompression bombs; downscale it (its short side is "
+                            "resized to a few hundred pixels anyway)") from None
+    if limit and img.width * img.height > limit:
+        log.warning("image %s is %dx%d, above Pillow's decompression-bomb warning size of %d "
+                    "pixels: decoded anyway (downscale it to save memory and time)",
+                    path, img.width, img.height, limit)
+    return img
+
+
+def upright(img: Image.Image) -> Image.Image:
+    """The image as it is meant to be seen: its EXIF orientation (rotated, mirrored) applied.
+    Most images have none, and are returned as they are (no copy)."""
+    if img.getexif().get(ExifTags.Base.Orientation, 1) in range(2, 9):
+        return ImageOps.exif_transpose(img)
+    return img
+
+
 def decode_and_crop(path: str | os.PathLike, recipe: PreprocessRecipe) -> np.ndarray:
-    """Decode an image to RGB, resize its short side, centre crop: uint8 (crop, crop, 3)."""
-    with Image.open(path) as img:
-        img = to_rgb(img)
+    """Decode an image to upright RGB, resize its short side, centre crop: uint8
+    (crop, crop, 3)."""
+    with open_image(path) as img:
+        img = to_rgb(upright(img))
         size = resized_size(img.width, img.height, recipe.resize_short)
         img = img.resize(size, _PIL_RESAMPLING)
         img = img.crop(crop_box(size[0], size[1], recipe.crop))

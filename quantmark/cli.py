@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
             elif not args.scenario and not args.sut and not args.model:
                 commands.default_job(args.output, args.repeats)
             elif args.repeats is not None or args.until_stable is not None:
-                commands.run_repeated(config_from_args(args), args.repeats or 1,
-                                      args.until_stable, args.max_repeats)
+                commands.run_repeated(config_from_args(args), 1 if args.repeats is None
+                                      else args.repeats, args.until_stable, args.max_repeats)
             else:
                 commands.run_one(config_from_args(args))
     except UserError as exc:

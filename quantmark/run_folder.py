@@ -31,7 +31,11 @@ class RunFolder:
 
     def open(self) -> RunFolder:
         """Take the folder's lock and clear what dead runs left: before the SUT is built, so a
-        second run into the same folder stops at once."""
+        second run into the same folder stops at once. Anything but a folder where the run
+        goes (a file named ``run_1``) is not a run: it is named, never replaced."""
+        if os.path.lexists(self.final) and not self.final.is_dir():
+            raise UserError(f"{self.final} is a file, not a run folder, and a run would replace "
+                            "it; move it away or pass another --output")
         try:
             self._lock.acquire()
         except LockHeld as held:

@@ -1,4 +1,5 @@
-"""What a sweep runs: its settings (from flags or a YAML/TOML file) and the cells they expand to.
+"""What a sweep runs: its settings (from flags or a YAML/TOML file: ``sweep_file``) and the cells
+they expand to.
 
 A cell is one LoadGen test: a model, a SUT, a scenario, a batch size and a repeat, or the
 accuracy run of a (model, SUT). Cells are ordered so each SUT's accuracy run comes first (it
@@ -15,12 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.paths import require_path
+from quantmark.sweep_file import KEY_TYPES, LIMITS, is_whole, load_sweep_file, out_of_range
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+__all__ = ["KEY_TYPES", "Cell", "SweepSpec", "build_spec", "cells", "load_sweep_file"]
 
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
 ACCURACY_BATCH = 8
@@ -154,148 +152,6 @@ def expand_suts(names: list[str]) -> list[str]:
                                          n != FP32_BASELINE.get(SUTS[n].framework)))
 
 
-# What each key of a sweep file must hold: a string stands for a list only in the flags' form,
-# "a,b" (a list key); a string never stands for a number or a boolean.
-_TEXT_LIST = "a string or a list of strings"
-KEY_TYPES: dict[str, str] = {
-    "models": _TEXT_LIST, "suts": _TEXT_LIST, "scenarios": _TEXT_LIST,
-    # one ensemble is "MODEL@SUT,MODEL@SUT": its commas do not split it into a list
-    "ensembles": "a string (one ensemble) or a list of strings",
-    "ensemble_modes": _TEXT_LIST,
-    "batch_sizes": "a whole number or a list of whole numbers", "repeats": "a whole number",
-    "threads": "a whole number", "seconds": "a number", "timeout": "a number",
-    "official": "true or false", "accuracy": "true or false", "output": "a string",
-    "dataset_path": "a string", "calibration_list": "a string", "user_conf": "a string",
-    "cluster": "a string",
-    # one rule is "SUT_PATTERN:REQ,REQ": its commas do not split it into a list
-    "placement": "a string (one rule) or a list of strings",
-}
-
-
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _type_fits(key: str, value: Any) -> bool:
-    """Does ``value``, as TOML or YAML read it, have the type ``key`` needs?"""
-    expected = KEY_TYPES[key]
-    if expected == _TEXT_LIST or key in ("ensembles", "placement"):
-        return isinstance(value, str) or (
-            isinstance(value, list) and all(isinstance(v, str) for v in value))
-    if key == "batch_sizes":
-        return _is_whole(value) or (isinstance(value, list) and all(map(_is_whole, value)))
-    if expected == "a whole number":
-        return _is_whole(value)
-    if expected == "a number":
-        return _is_whole(value) or isinstance(value, float)
-    if expected == "true or false":
-        return isinstance(value, bool)
-    return isinstance(value, str)
-
-
-def _toml_key_line(text: str, key: str) -> int | None:
-    """The line of top-level ``key`` (either spelling, bare or quoted, or as a [table] header)
-    in TOML ``text``: tomllib gives values no line numbers. Top-level keys end at the first
-    header that is not the key's own."""
-    names = {key, key.replace("_", "-")}
-    name = r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*"""
-    assignment, header = re.compile(name + "="), re.compile(r"\s*\[\[?" + name + r"[\].]")
-    for number, line in enumerate(text.splitlines(), start=1):
-        found = header.match(line)
-        if found:
-            if next(g for g in found.groups() if g is not None) in names:
-                return number
-            return None
-        found = assignment.match(line)
-        if found and next(g for g in found.groups() if g is not None) in names:
-            return number
-    return None
-
-
-def _yaml_key_lines(text: str) -> dict[str, int]:
-    """Line of each top-level key of a YAML mapping, from yaml's own node marks."""
-    import yaml
-
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {str(key.value).replace("-", "_"): key.start_mark.line + 1 for key, _ in node.value}
-
-
-def _read_sweep_data(file: Path) -> tuple[Any, str]:
-    """The file parsed (TOML or YAML) and its text; a syntax error names its line."""
-    text = file.read_text()
-    if file.suffix == ".toml":
-        return tomllib.loads(text), text
-    if file.suffix not in (".yaml", ".yml"):
-        raise UserError(f"sweep file {file}: name it .toml, .yaml or .yml")
-    try:
-        import yaml
-    except ImportError:
-        raise UserError("YAML sweep files need PyYAML: pip install pyyaml") from None
-    try:
-        return yaml.safe_load(text), text
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
-        raise UserError(f"sweep file {where} is not valid YAML ({exc.problem or exc.context}); "
-                        "fix that line") from None
-
-
-def load_sweep_file(path: str) -> dict[str, Any]:
-    """A sweep file's settings: TOML (``.toml``) or YAML (``.yaml``/``.yml``), keys as the
-    flags' names (``batch_sizes`` or ``batch-sizes``), each value of its key's real type."""
-    file = Path(path)
-    require_path(file, "sweep file", "pass a .toml or .yaml sweep file")
-    try:
-        data, text = _read_sweep_data(file)
-    except tomllib.TOMLDecodeError as exc:  # "Invalid value (at line 3, column 12)"
-        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        where = f"{path}:{found[1]}" if found else path
-        problem = str(exc).replace(found[0], f"at column {found[2]}") if found else str(exc)
-        fix = "fix that line" if found else "fix its syntax"
-        raise UserError(f"sweep file {where} is not valid TOML ({problem.strip()}); {fix}"
-                        .splitlines()[0]) from None
-    except ValueError as exc:  # not UTF-8 text
-        raise UserError(f"sweep file {path} is not valid: {exc}".splitlines()[0]) from None
-    except UserError:
-        raise
-    except Exception as exc:  # other yaml.YAMLError, without importing yaml for TOML users
-        raise UserError(f"sweep file {path} is not valid: {exc}".splitlines()[0]) from None
-    if data is None and file.suffix != ".toml":
-        data = {}
-    if not isinstance(data, dict):
-        raise UserError(f"sweep file {path}: expected keys such as models and suts at the top")
-    settings = {str(key).replace("-", "_"): value for key, value in data.items()}
-    unknown = sorted(set(settings) - set(KEY_TYPES))
-    if unknown:
-        raise UserError(f"sweep file {path}: unknown key {unknown[0]}; known keys: "
-                        f"{', '.join(sorted(KEY_TYPES))}")
-    for key, value in settings.items():
-        if not _type_fits(key, value):
-            _raise_type_error(file, text, key, value)
-    return settings
-
-
-def _raise_type_error(file: Path, text: str, key: str, value: Any) -> None:
-    """One line naming the key, its line where it can be found, what it holds and needs."""
-    line = (_toml_key_line(text, key) if file.suffix == ".toml"
-            else _yaml_key_lines(text).get(key))
-    where = f"{file}:{line}" if line else f"{file}, top-level key {key}"
-    found = (f"{key} is a table" if isinstance(value, dict)
-             else f"{key} = {value!r} is a {_type_name(value)}")
-    hint = (" (write true or false without quotes)"
-            if KEY_TYPES[key] == "true or false" and isinstance(value, str) else "")
-    raise UserError(f"sweep file {where}: {found}; {key} must be {KEY_TYPES[key]}{hint}")
-
-
-def _type_name(value: Any) -> str:
-    names = {bool: "boolean", int: "whole number", float: "number", str: "string",
-             list: "list", dict: "table"}
-    return next((name for kind, name in names.items() if isinstance(value, kind)),
-                type(value).__name__)
-
-
 def _as_list(value: Any, name: str) -> list[str]:
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",") if v.strip()]
@@ -327,17 +183,18 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
     raw_batches = settings.get("batch_sizes", "8")
     try:
         batch_sizes = [int(b) for b in _as_list(
-            [raw_batches] if _is_whole(raw_batches) else raw_batches, "batch-sizes")]
+            [raw_batches] if is_whole(raw_batches) else raw_batches, "batch-sizes")]
         repeats = int(settings.get("repeats", 1))
         seconds = float(settings.get("seconds", 10.0))
         timeout = float(settings.get("timeout", 1800.0))
         threads = int(settings.get("threads", 0))
     except (TypeError, ValueError) as exc:
         raise UserError(f"sweep settings: a number was expected ({exc})") from None
-    if any(b < 1 for b in batch_sizes) or repeats < 1 or seconds <= 0 or timeout <= 0 \
-            or threads < 0:
-        raise UserError("batch sizes and repeats must be >= 1, seconds and timeout > 0, "
-                        "threads >= 0")
+    for key, value in (("batch_sizes", batch_sizes), ("repeats", repeats),
+                       ("seconds", seconds), ("timeout", timeout), ("threads", threads)):
+        bad = out_of_range(key, value)
+        if bad is not None:
+            raise UserError(f"--{key.replace('_', '-')} {bad:g}: must be {LIMITS[key][2]}")
     spec = SweepSpec(
         models=list(dict.fromkeys(models)),
         suts=expand_suts(_as_list(settings["suts"], "suts")) if "suts" in settings else [],

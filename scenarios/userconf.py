@@ -5,11 +5,19 @@ does not know, so a typo (``Offline.target_qsp``) quietly runs with defaults. We
 ourselves first and reject anything LoadGen would ignore, naming the line. LoadGen also takes
 values it cannot use (a negative count wraps to a huge unsigned one, a target_qps of 0 is a
 rate of nothing), and it reads any bytes as text: those are refused here too.
+
+Lines are split the way LoadGen 6.0 splits them (tested against it): words between blanks; a
+word that is exactly ``#`` ends the line before the value, but after the value it is one more
+value, which LoadGen refuses (status -22). So ``key = 60 # note`` is refused here, naming the
+line, and so is ``key=60`` (one word: LoadGen ignores it). A UTF-8 byte-order mark is skipped
+here, and LoadGen is given a copy without it (``loadgen_copy``): it would read the mark as part
+of the first key and ignore that line.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -18,6 +26,8 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.paths import require_path
 
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark, as Windows editors write it
+_BLANKS = re.compile(r"[ \t\n\v\f\r]+")  # what C++'s ``iss >> word`` splits on
 
 # Keys LoadGen 6.0's TestSettings::FromConfig looks up (with the scenario each one applies to;
 # None = every scenario).
@@ -82,8 +92,9 @@ _FLAG = Range(0, 1, text="0 or 1")
 _POSITIVE = Range(0, whole=False, low_open=True, text="a number > 0")
 # Every key of KEYS, with the values it may take.
 RANGES: dict[str, Range] = {
-    **{key: _COUNT for key in (
-        "min_duration", "max_duration", "min_query_count", "max_query_count", "qsl_rng_seed",
+    "min_duration": Range(1, text="a whole number of ms >= 1"),  # 0 ms measures nothing
+    **{key: _COUNT for key in (  # max_duration 0: no limit, LoadGen's default
+        "max_duration", "min_query_count", "max_query_count", "qsl_rng_seed",
         "sample_index_rng_seed", "schedule_rng_seed", "accuracy_log_rng_seed",
         "accuracy_log_sampling_target", "performance_issue_same_index",
         "performance_sample_count_override", "test05_qsl_rng_seed",
@@ -126,7 +137,7 @@ def read_conf_text(file: Path) -> str:
         raise UserError(f"user.conf {file}:{line} holds a NUL byte: it is a binary file, not a "
                         "user.conf; pass the text file of 'model.scenario.key = value' lines")
     try:
-        return data.decode("utf-8")
+        return data.removeprefix(BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise UserError(f"user.conf {file}:{line} is not UTF-8 text (byte "
@@ -134,17 +145,44 @@ def read_conf_text(file: Path) -> str:
                         "'model.scenario.key = value' lines") from None
 
 
+def loadgen_copy(path: str | Path, folder: Path) -> str:
+    """The file LoadGen should read: ``path`` itself, or a copy in ``folder`` without the
+    byte-order mark that would make LoadGen ignore the first line."""
+    data = Path(path).read_bytes()
+    if not data.startswith(BOM):
+        return str(path)
+    copy = folder / "user.conf"
+    copy.write_bytes(data.removeprefix(BOM))
+    return str(copy)
+
+
 def _parse_value(where: str, key: str, value_text: str) -> float:
     """The number on a line, within the range LoadGen can use for ``key``."""
-    try:
-        value = float(int(value_text, 0)) if value_text.isdigit() else float(value_text)
-    except ValueError:
-        raise UserError(f"{where}: value '{value_text}' is not a number") from None
+    if value_text.isdigit() and len(value_text) > 1 and value_text.startswith("0"):
+        raise UserError(f"{where}: {key} = {value_text}: LoadGen may read a leading 0 as "
+                        f"octal; write {value_text.lstrip('0') or '0'}")
+    value = _number(value_text)
+    if value is None:
+        raise UserError(f"{where}: value '{value_text}' is not a number")
     allowed = RANGES[key]
     if not allowed.allows(value):
         raise UserError(f"{where}: {key} = {value_text} is out of range (LoadGen would clamp "
                         f"or misread it); use {allowed.text}")
+    if allowed.whole and not value_text.lstrip("+").isdigit():  # 1e3, 10.0
+        raise UserError(f"{where}: {key} = {value_text}: LoadGen reads this key digit by digit "
+                        f"and stops at the first other character; write {int(value)}")
     return value
+
+
+def _number(text: str) -> float | None:
+    """``text`` as a number, or None; 1_000 is refused as LoadGen refuses it (Python's float
+    takes it)."""
+    try:
+        if "_" in text:
+            return None
+        return float(int(text, 0)) if text.isdigit() else float(text)
+    except ValueError:
+        return None
 
 
 def _check_names(where: str, model: str, scenario: str, key: str,
@@ -170,18 +208,50 @@ def _check_names(where: str, model: str, scenario: str, key: str,
                         f"it applies to {', '.join(applies)}")
 
 
+def _split_line(where: str, raw: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a line as LoadGen reads it; None for a blank line or a comment.
+
+    Anything LoadGen would ignore silently or refuse with a bare status is a UserError here.
+    """
+    words = [word for word in _BLANKS.split(raw) if word]
+    if not words or words[0] == "#":
+        return None
+    line = raw.strip()
+    if words[0].startswith("#"):  # LoadGen reads "#text" as a key: harmless alone
+        if len(words) == 1 or words[1] == "#" or (
+                words[1] == "=" and len(words) > 2
+                and all(_number(word) is not None for word in words[2:])):
+            return None  # LoadGen ignores it: a comment in effect
+        raise UserError(f"{where}: '{words[0]} {words[1]} ...' is not a comment to LoadGen, "
+                        "which reads '#' as one only when a blank follows it (it refuses the "
+                        "line); write '# ' at the start")
+    if len(words) == 1 or words[1] == "#" or (words[1] != "=" and "=" not in line):
+        raise UserError(f"{where}: expected 'model.scenario.key = value', got '{line}'")
+    if words[1] != "=":
+        raise UserError(f"{where}: write blanks around '=' ('{line}'): LoadGen reads "
+                        "'key = value' as three words and ignores or refuses anything else")
+    if len(words) == 2:
+        raise UserError(f"{where}: no value after '=' ('{line}'), which LoadGen ignores; "
+                        "give a number")
+    if len(words) > 3 or "#" in words[2]:
+        if "#" in "".join(words[2:]):
+            raise UserError(f"{where}: a comment after the value ('{line}'): LoadGen reads "
+                            "no comment there and refuses the line (status -22); put the "
+                            "comment on a line of its own")
+        raise UserError(f"{where}: more than one value ('{line}'); give one number")
+    return words[0], words[2]
+
+
 def parse_user_conf(path: str | Path, known_models: tuple[str, ...]) -> list[ConfLine]:
     """Parse and validate a user.conf; raise a one-line UserError naming the bad line."""
     file = Path(path)
     entries: list[ConfLine] = []
     for number, raw in enumerate(read_conf_text(file).splitlines(), start=1):
-        text = raw.split("#", 1)[0].strip()
-        if not text:
-            continue
         where = f"{file}:{number}"
-        if "=" not in text:
-            raise UserError(f"{where}: expected 'model.scenario.key = value', got '{raw.strip()}'")
-        name, _, value_text = (part.strip() for part in text.partition("="))
+        split = _split_line(where, raw)
+        if split is None:
+            continue
+        name, value_text = split
         parts = name.split(".")
         if len(parts) != 3 or not all(parts):
             raise UserError(f"{where}: key '{name}' must be model.scenario.key")

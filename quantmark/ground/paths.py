@@ -6,11 +6,31 @@ import os
 import stat
 from pathlib import Path
 
+CACHE_VARIABLE = "QUANTMARK_CACHE"
+
+
+def cache_location() -> Path:
+    """Where the cache is (or would be made): $QUANTMARK_CACHE, else ~/.cache/quantmark."""
+    root = os.environ.get(CACHE_VARIABLE) or os.path.join(Path.home(), ".cache", "quantmark")
+    return Path(root)
+
+
+def in_cache(path: str | Path) -> bool:
+    """Is ``path`` the cache, inside it, or (with $QUANTMARK_CACHE set) one of the folders it
+    would be made in? An OSError there is fixed with $QUANTMARK_CACHE, not --output."""
+    root = cache_location().absolute()
+    where = Path(os.path.abspath(path))
+    if where == root or root in where.parents:
+        return True
+    return bool(os.environ.get(CACHE_VARIABLE)) and where in root.parents \
+        and where != Path(where.anchor)
+
 
 def cache_root() -> Path:
-    """Root of every cache (datasets, preprocessed arrays, model artifacts)."""
-    root = os.environ.get("QUANTMARK_CACHE") or os.path.join(Path.home(), ".cache", "quantmark")
-    path = Path(root)
+    """Root of every cache (datasets, preprocessed arrays, model artifacts). A file in its
+    place, or a folder that cannot be written, raises the OSError ``environment_fault``
+    names with the $QUANTMARK_CACHE fix."""
+    path = cache_location()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

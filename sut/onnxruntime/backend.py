@@ -189,6 +189,24 @@ class OnnxRuntimeBackend(Backend):
         self._session = None
 
 
+def check_fixed_batch(artifact: Any, batch_size: int) -> None:
+    """A user's ONNX whose input has a fixed batch N is refused before any conversion unless
+    it can run every batch it will get: queries come in batches of 1 to ``batch_size``
+    (fewer at the end of one), so only N = 1 at batch 1 does. Otherwise ORT would fail the
+    first predict with its own text (exit 3), after minutes of conversion."""
+    fixed = (artifact.meta or {}).get("static_batch")
+    if not fixed or fixed == batch_size == 1:
+        return
+    where = f"--model-path {(artifact.meta or {}).get('user_file', artifact.path)}"
+    if fixed == 1:
+        raise UserError(f"{where}: the model's input has a fixed batch of 1; pass --batch-size "
+                        f"1 (not {batch_size}), or export the model with a dynamic batch "
+                        "dimension")
+    raise UserError(f"{where}: the model's input has a fixed batch of {fixed}, but queries "
+                    "are split into batches of 1 to --batch-size samples; export the model "
+                    "with a dynamic batch dimension (dynamic_axes in torch.onnx.export)")
+
+
 def session_extras(artifact: Any) -> dict[str, Any]:
     """InferenceSession keywords the model file asks for: the graph optimizers a model with
     nodes kept in FP32 must run without (``quantize.KEEP_FP32_DISABLED_OPTIMIZERS``)."""
@@ -221,6 +239,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
         raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
                         f"torch state_dict (.pt/.pth) of model {options.model}")
     fp32 = fp32_onnx(spec, path)
+    check_fixed_batch(fp32, options.batch_size)
     artifact = fp32
     if fp32.precision == "int8":  # the user's own quantized model runs as it is
         if precision != "int8":

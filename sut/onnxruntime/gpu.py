@@ -57,7 +57,11 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import SutOptions
-from quantmark.sut.onnxruntime.backend import OnnxRuntimeBackend, node_kernel_events
+from quantmark.sut.onnxruntime.backend import (
+    OnnxRuntimeBackend,
+    check_fixed_batch,
+    node_kernel_events,
+)
 from quantmark.sut.onnxruntime.providers import (
     CPU_EP,
     SUTS,
@@ -340,6 +344,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
                         f"torch state_dict (.pt/.pth) of model {options.model}")
     require_provider(name)
     fp32 = fp32_onnx(spec, path)
+    check_fixed_batch(fp32, options.batch_size)
     artifact, table = fp32, None
     if fp32.precision == "int8":  # the user's own QDQ model runs as it is
         if name != "ort-trt-int8":

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +90,23 @@ def test_a_calibration_image_edited_in_place_is_other_calibration_data(
     assert again.items == cal.items
     assert again.hash() != before_hash
     assert not np.array_equal(again.arrays()[0], before[0])
+
+
+def test_a_copy_of_an_evaluation_image_in_the_list_is_refused(tiny_folder: Path,
+                                                               tmp_path: Path) -> None:
+    """Byte-identical under another name and folder: the content, not the path, is scored."""
+    train = tmp_path / "train"
+    write_image(train / "n01" / "t0.jpg", 260, 240, seed=100)
+    shutil.copy(tiny_folder / "val" / "img_03.jpg", train / "n01" / "copy.jpg")
+    shutil.copy(tiny_folder / "val" / "img_05.jpg", train / "n01" / "copy2.jpg")
+    listing = tmp_path / "cal_list.txt"
+    listing.write_text("n01/t0.jpg\nn01/copy.jpg\nn01/copy2.jpg\n")
+    ds = ImageFolderDataset(tiny_folder)
+    with pytest.raises(UserError) as exc:
+        calibration_for(ds, list_file=listing, list_root=train)
+    message = str(exc.value)
+    assert "\n" not in message and f"{listing}:2" in message
+    assert "val/img_03.jpg" in message and "val_map.txt:4" in message
+    assert "1 more" in message
+    listing.write_text("n01/t0.jpg\n")  # a distinct image is fine
+    assert calibration_for(ds, list_file=listing, list_root=train).count == 1

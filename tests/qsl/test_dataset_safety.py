@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import ExifTags, Image
 
 from quantmark.ground.errors import UserError
 from quantmark.qsl.cache import cached_images
@@ -69,7 +69,8 @@ def test_symlinked_folder_leading_out_is_refused(tmp_path: Path) -> None:
 
 def test_symlinks_inside_and_a_symlinked_root_are_accepted(tmp_path: Path) -> None:
     root = _folder(tmp_path, "val/alias.png 3")
-    os.symlink(root / "val" / "ok.png", root / "val" / "alias.png")
+    write_image(root / "store" / "other.png", 40, 30, seed=2)  # listed only through the link
+    os.symlink(root / "store" / "other.png", root / "val" / "alias.png")
     os.symlink(root, tmp_path / "data-link")
     ds = ImageFolderDataset(tmp_path / "data-link")
     assert len(ds) == 2 and ds.fingerprint() == ImageFolderDataset(root).fingerprint()
@@ -124,3 +125,56 @@ def test_float_pixels_are_refused_with_one_line(tmp_path: Path) -> None:
         cached_images(ImageFolderDataset(tmp_path), RECIPE, workers=1)
     message = _one_line(exc)
     assert "f.tif" in message and "val_map.txt:1" in message and "mode F" in message
+
+
+def _with_orientation(pixels: np.ndarray, path: Path, orientation: int) -> Path:
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = orientation
+    Image.fromarray(pixels).save(path, exif=exif)
+    return path
+
+
+@pytest.mark.parametrize("orientation, upright", [
+    (3, lambda a: np.rot90(a, 2)), (6, lambda a: np.rot90(a, -1)), (8, lambda a: np.rot90(a)),
+    (2, lambda a: a[:, ::-1]),
+])
+def test_exif_orientation_is_applied(tmp_path: Path, orientation, upright) -> None:
+    """A camera held sideways: decoded as a viewer shows it, the same for every SUT."""
+    pixels = np.random.default_rng(3).integers(0, 256, (60, 90, 3), dtype=np.uint8)
+    tagged = _with_orientation(pixels, tmp_path / "tagged.png", orientation)
+    Image.fromarray(np.ascontiguousarray(upright(pixels))).save(tmp_path / "upright.png")
+    np.testing.assert_array_equal(decode_and_crop(tagged, RECIPE),
+                                  decode_and_crop(tmp_path / "upright.png", RECIPE))
+    (tmp_path / "val_map.txt").write_text("tagged.png 1\nupright.png 2\n")
+    cached = cached_images(ImageFolderDataset(tmp_path), RECIPE, workers=1)
+    np.testing.assert_array_equal(cached[0], cached[1])  # the cache holds the upright crop
+
+
+def test_caches_of_crops_made_before_orientation_are_not_reused(monkeypatch) -> None:
+    from quantmark.qsl import preprocess
+
+    now = RECIPE.geometry_key()
+    monkeypatch.setattr(preprocess, "GEOMETRY_VERSION", 2)  # decoded without orientation
+    assert RECIPE.geometry_key() != now
+
+
+def test_a_large_image_is_one_log_line_not_pillows_warning(tmp_path: Path, monkeypatch,
+                                                           caplog, recwarn) -> None:
+    write_image(tmp_path / "big.png", 60, 50, seed=4)  # 3000 pixels
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 2500)  # as 89 Mpixels is to 108 (crop: 2304)
+    with caplog.at_level("WARNING", logger="quantmark.qsl.preprocess"):
+        assert decode_and_crop(tmp_path / "big.png", RECIPE).shape == (48, 48, 3)
+    assert not [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)]
+    [record] = caplog.records
+    assert "big.png" in record.getMessage() and "2500 pixels" in record.getMessage()
+    assert "\n" not in record.getMessage()
+
+
+def test_an_image_above_pillows_hard_limit_is_refused_in_one_line(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    write_image(tmp_path / "huge.png", 60, 50, seed=4)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # hard limit: twice, 2000 < 3000
+    with pytest.raises(UserError) as exc:
+        decode_and_crop(tmp_path / "huge.png", RECIPE)
+    message = _one_line(exc)
+    assert "huge.png" in message and "2000 pixels" in message and "downscale it" in message

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,35 @@ def test_undecodable_image_raised_in_parent(tiny_folder: Path, workers: int) -> 
     assert "img_07.jpg" in msg and "val_map.txt:8" in msg and "decoded" in msg
     # Nothing that looks like a finished cache was left behind.
     assert not list((Path(str(ds.root)).parent / "cache").rglob("images.npy"))
+
+
+def test_a_val_map_with_a_byte_order_mark_is_read(tiny_folder: Path) -> None:
+    """Windows editors save UTF-8 with a BOM: it is not part of the first image's path."""
+    path = tiny_folder / "val_map.txt"
+    plain = ImageFolderDataset(tiny_folder).items
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert ImageFolderDataset(tiny_folder).items == plain
+
+
+@pytest.mark.parametrize("spelling", ["./val/img_00.png", "val//img_00.png",
+                                      "val/../val/img_00.png"])
+def test_the_same_path_spelled_otherwise_is_a_duplicate(tiny_folder: Path, spelling: str
+                                                       ) -> None:
+    with open(tiny_folder / "val_map.txt", "a") as handle:
+        handle.write(f"{spelling} 3\n")
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    message = one_line_error(exc)
+    assert "val_map.txt:13" in message and "first at line 1 as 'val/img_00.png'" in message
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_one_file_listed_through_a_link_is_a_duplicate(tiny_folder: Path, link: str) -> None:
+    target, alias = tiny_folder / "val" / "img_00.png", tiny_folder / "val" / "alias.png"
+    (os.symlink if link == "symlink" else os.link)(target, alias)
+    with open(tiny_folder / "val_map.txt", "a") as handle:
+        handle.write("val/alias.png 3\n")
+    with pytest.raises(UserError) as exc:
+        ImageFolderDataset(tiny_folder)
+    message = one_line_error(exc)
+    assert "val_map.txt:13" in message and "same file as 'val/img_00.png' (line 1)" in message

@@ -53,7 +53,10 @@ def test_toml_and_yaml_files_and_flags_override(tmp_path):
     ({"models": "resnet5", "suts": "ort-fp32"}, "unknown model 'resnet5'"),
     ({"models": "resnet50", "suts": "ort-fp33"}, "unknown SUT 'ort-fp33'"),
     ({"models": "resnet50", "suts": "ort-fp32", "scenarios": "Ofline"}, "unknown scenario"),
-    ({"models": "resnet50", "suts": "ort-fp32", "batch_sizes": "0"}, "must be >= 1"),
+    ({"models": "resnet50", "suts": "ort-fp32", "batch_sizes": "0"},
+     "--batch-sizes 0: must be whole numbers >= 1"),
+    ({"models": "resnet50", "suts": "ort-fp32", "seconds": 0}, "--seconds 0: must be a number"),
+    ({"models": "resnet50", "suts": "ort-fp32", "repeats": 0}, "--repeats 0: must be a whole"),
     ({"models": "resnet50", "suts": "ort-fp32", "batch_sizes": "a"}, "a number was expected"),
 ])
 def test_bad_settings_are_one_line_errors(settings, message):
@@ -245,3 +248,24 @@ def test_a_sweep_file_names_its_cluster_and_rules(tmp_path) -> None:
                     'placement = ["ort-*:arch=x86_64", "tflite-*:board=raspberry-pi-5"]\n')
     spec = build_spec(load_sweep_file(str(file)))
     assert spec.placement == ["ort-*:arch=x86_64", "tflite-*:board=raspberry-pi-5"]
+
+
+@pytest.mark.parametrize("suffix, line, needle", [
+    (".toml", "seconds = 0", "seconds = 0 is out of range; seconds must be a number > 0"),
+    (".toml", "seconds = nan", "seconds = nan is out of range"),
+    (".toml", "timeout = -1.5", "timeout = -1.5 is out of range"),
+    (".toml", "batch-sizes = [8, 0]", "batch_sizes = 0 is out of range"),
+    (".toml", "repeats = 0", "repeats = 0 is out of range; repeats must be a whole number >= 1"),
+    (".yaml", "seconds: 0", "seconds = 0 is out of range"),
+    (".yaml", "threads: -1", "threads = -1 is out of range"),
+])
+def test_values_out_of_range_name_file_key_and_line(tmp_path, suffix, line, needle):
+    path = tmp_path / f"sweep{suffix}"
+    head = ('models = ["resnet50"]\nsuts = "ort-fp32"\n' if suffix == ".toml"
+            else "models: [resnet50]\nsuts: ort-fp32\n")
+    path.write_text(f"# my sweep\n{head}{line}\n")
+    with pytest.raises(UserError) as info:
+        load_sweep_file(str(path))
+    message = str(info.value)
+    assert f"sweep file {path}:4: " in message and needle in message, message
+    assert "\n" not in message

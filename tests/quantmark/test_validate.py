@@ -122,6 +122,16 @@ def test_user_conf_checks_reach_the_command_line(tmp_path):
                            str(conf)), f"{conf}:2", "target_latency = -10 is out of range")
 
 
+def test_user_conf_lines_loadgen_refuses_are_exit_2_before_running(tmp_path):
+    """LoadGen refuses a comment after a value with a bare status -22, after the SUT was
+    built; min_duration = 0 it takes, and measures nothing."""
+    for text, needle in (("*.Offline.target_qps = 60 # my note\n", "a comment after the value"),
+                         ("*.*.min_duration = 0\n", "min_duration = 0 is out of range")):
+        conf = tmp_path / "user.conf"
+        conf.write_text(f"# tuned\n{text}")
+        one_line_error(run_cli(*RUN, "--user-conf", str(conf)), f"{conf}:2", needle)
+
+
 def test_path_problem_words(tmp_path, loop):
     (tmp_path / "file").write_text("x")
     os.symlink(tmp_path / "gone", tmp_path / "dangling")

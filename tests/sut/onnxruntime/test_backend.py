@@ -75,3 +75,47 @@ def test_bad_model_path_is_one_line(tmp_path, digits_calibration):
                          model_path=str(tmp_path / "model.tflite"))
     with pytest.raises(UserError, match="take an .onnx file or a torch state_dict"):
         create("ort-fp32", options, DIGITS_SPEC, digits_calibration)
+
+
+def _fixed_batch_onnx(path, batch: int):
+    """A linear classifier over DIGITS_SPEC's input, exported with a fixed batch dimension
+    (torch.onnx.export without dynamic axes does this)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    size = DIGITS_SPEC.input_size
+    weights = numpy_helper.from_array(
+        np.random.default_rng(0).normal(0, 0.1, (10, 3 * size * size)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["input"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "w"], ["logits"], transB=1)], "fixed",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])],
+        initializer=[weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("fixed, batch, needle", [
+    (1, 8, "the model's input has a fixed batch of 1; pass --batch-size 1 (not 8)"),
+    (4, 4, "fixed batch of 4, but queries are split into batches of 1 to --batch-size"),
+])
+def test_a_fixed_batch_model_is_refused_before_running(tmp_path, fixed, batch, needle):
+    path = _fixed_batch_onnx(tmp_path / "fixed.onnx", fixed)
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", batch_size=batch,
+                         model_path=str(path))
+    with pytest.raises(UserError) as raised:
+        create("ort-fp32", options, DIGITS_SPEC, None)
+    assert needle in str(raised.value) and str(path) in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_fixed_batch_of_one_runs_at_batch_one(tmp_path, digits_data):
+    path = _fixed_batch_onnx(tmp_path / "fixed.onnx", 1)
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", batch_size=1,
+                         model_path=str(path))
+    backend = create("ort-fp32", options, DIGITS_SPEC, None)
+    backend.load()
+    assert backend.predict(digits_data.eval_x[:1]).shape == (1, 10)
