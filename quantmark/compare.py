@@ -27,7 +27,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import system_name
 from quantmark.report.loadgen_log import check_complete
 from quantmark.report.repeats import current_set, read_results
-from quantmark.report.stats import Interval, Ratio, figure_interval, speedup
+from quantmark.report.stats import Interval, Ratio, bound_text, figure_interval, speedup
 from quantmark.validity import left_out_why, repeat_index
 
 DETAIL_LOG = "mlperf_log_detail.txt"
@@ -247,10 +247,10 @@ def verdict_line(ratio: Ratio) -> str:
         return (f"B is {ratio.point:.2f}x A, from a single run on a side: no interval; run "
                 "each side with --repeats 3 or more")
     if not ratio.significant:
-        return f"no measurable difference: B is {ratio.point:.2f}x A [{ratio.low:.2f}, " \
-               f"{ratio.high:.2f}]"
+        return f"no measurable difference: B is {ratio.point:.2f}x A [{bound_text(ratio.low)}, " \
+               f"{bound_text(ratio.high)}]"
     word = "faster" if ratio.point > 1 else "slower"
-    return f"B is {word}: {ratio.point:.2f}x A [{ratio.low:.2f}, {ratio.high:.2f}]"
+    return f"B is {word}: {ratio.point:.2f}x A [{bound_text(ratio.low)}, {bound_text(ratio.high)}]"
 
 
 def show(console: Console, a: Side, b: Side, ratio: Ratio) -> None:

@@ -20,10 +20,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
-from quantmark.report.stats import Interval, Ratio  # noqa: E402
+from quantmark.report.stats import Interval, Ratio, bound_text  # noqa: E402
 from quantmark.sut.registry import variant_order  # noqa: E402
 
 PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p97",
@@ -77,7 +77,12 @@ def _plain(axis) -> None:
     """Log axes labelled 5, 10, 20 rather than 5x10^0: the reader wants milliseconds."""
     formatter = FuncFormatter(lambda value, _: f"{value:g}")
     axis.set_major_formatter(formatter)
-    axis.set_minor_formatter(formatter)
+    low, high = axis.get_view_interval()
+    if low > 0 and high / low > 30:  # labelled minor ticks over decades overwrite each other
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_minor_formatter(formatter)
 
 
 def _line_chart(fig, ax, labels: tuple[str, str, str], section: str, heading: str,
@@ -153,7 +158,7 @@ def _cell_text(value: float, found: Ratio | None) -> str:
         return f"{value:.2f}×\nn=1"
     if not found.significant:
         return f"{value:.2f}×\nn.s."
-    return f"{value:.2f}×\n[{found.low:.2f}, {found.high:.2f}]"
+    return f"{value:.2f}×\n[{bound_text(found.low)}, {bound_text(found.high)}]"
 
 
 def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Figure | None:
@@ -349,6 +354,8 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     if any(_one_run(c) for c in rows):  # not as precise as the measured ones: say so
         ax.scatter([], [], facecolors="none", edgecolors="black", label=ONE_RUN)
     ax.set_xscale("log")
+    xs = [x for x, _ in points]  # the points set the axis; an interval from few runs can
+    ax.set_xlim(min(xs) / 1.6, max(xs) * 1.6)  # span decades, and then runs off its edge
     _plain(ax.xaxis)
     ax.set_xlabel(xlabel + ", log scale")
     if random:
@@ -363,7 +370,8 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     return Figure("pareto", f"Accuracy vs latency — {model} ({system})",
                   f"pareto-{_slug(system, model)}.png", _png(fig),
                   f"scatter of accuracy against latency for {model}, Pareto front marked",
-                  "Points: medians over repeats. Horizontal bars: the latency's 95% interval; "
+                  "Points: medians over repeats. Horizontal bars: the latency's 95% interval "
+                  "(it may run off the axis, which the points set); "
                   "vertical bars: the 95% interval of the top-1 change vs the framework's FP32 "
                   "(paired per sample), drawn around the point. Hollow points: one run, so no "
                   "interval (not as precise as the others); no vertical bar: no paired "

@@ -97,10 +97,20 @@ class Ratio:
     def text(self) -> str:
         if self.low is None or self.high is None:
             return f"{self.point:.2f}x (n=1, no interval)"
-        figure = f"{self.point:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+        figure = f"{self.point:.2f}x [{bound_text(self.low)}, {bound_text(self.high)}]"
         if self.high - self.low <= 1e-12 * self.point:  # no spread: say so, not [2.00, 2.00]
             figure = f"{self.point:.2f}x, every run of each side equal"
         return figure if self.significant else f"no measurable difference ({figure})"
+
+
+def bound_text(value: float) -> str:
+    """A ratio's interval bound: ``1.23``, or ``>1000`` / ``<0.001`` where few runs at a
+    corrected level leave the interval effectively unbounded."""
+    if value >= 1000:
+        return ">1000"
+    if value < 0.001:
+        return "<0.001"
+    return f"{value:.2f}"
 
 
 @dataclass(frozen=True)
@@ -267,8 +277,17 @@ def speedup(baseline: Sequence[float], candidate: Sequence[float], *, higher_is_
             method = "bootstrap-bca"
         else:
             (low, high), method = _welch(gain, loss, confidence), "t-log welch"
-    low, high = math.exp(low), math.exp(high)
+    low, high = _exp(low), _exp(high)
     return Ratio(point, min(low, point), max(high, point), *n, paired, method, confidence)
+
+
+def _exp(x: float) -> float:
+    """exp that saturates: a t quantile with 1 degree of freedom at a family-corrected level
+    can be in the thousands, and its interval is then [0, inf), not an overflow."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def _welch(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE

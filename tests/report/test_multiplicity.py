@@ -4,6 +4,8 @@ of the time (Bonferroni over the report's verdicts; seeded simulation)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -68,3 +70,12 @@ def test_the_level_and_the_note_say_how_many_verdicts_were_corrected_for():
     # the int8's × fw FP32 and × best FP32 name the same FP32: one verdict, not two
     assert made.verdicts == 1 == family_size([(made.configs[1], made.configs[0])] * 2)
     assert made.configs[1].derived["speedup_vs_fp32_ratio"].confidence == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_two_runs_a_side_at_a_level_corrected_for_hundreds_of_verdicts_give_no_overflow(paired):
+    # t with 1 degree of freedom at 1 - 0.05/400: its quantile is in the thousands
+    found = speedup([10.0, 30.0], [11.0, 35.0], higher_is_better=True, paired=paired,
+                    confidence=1 - 0.05 / 400)
+    assert found.high == math.inf or found.high > 1e6
+    assert found.verdict == "no measurable difference"
