@@ -165,6 +165,7 @@ class TensorFlowBackend(Backend):
         self._evidence: dict[str, Any] = {}
         self._executed = ""
         self._grappler: dict[str, Any] = {}
+        self._grappler_before: dict[str, bool] | None = None  # restored on close
         self._device = "CPU"
         self._first_call_s: dict[int, float] = {}  # XLA: compile + one run, per batch size
 
@@ -184,6 +185,9 @@ class TensorFlowBackend(Backend):
     def _set_grappler_options(self, device: str) -> None:
         """Mixed precision on for tf-amp (the device's flavour), explicitly off otherwise."""
         tf = self._tf
+        self._grappler_before = {option: bool(tf.config.optimizer.get_experimental_options()
+                                              .get(option, False))
+                                 for option in AMP_OPTIONS.values()}
         wanted = {option: False for option in AMP_OPTIONS.values()}
         if self.name == "tf-amp":
             wanted[AMP_OPTIONS[device]] = True
@@ -317,6 +321,9 @@ class TensorFlowBackend(Backend):
     def close(self) -> None:
         self._fn = None
         self._loaded = None
+        if self._grappler_before is not None:  # the process's options: leave them as found
+            self._tf.config.optimizer.set_experimental_options(self._grappler_before)
+            self._grappler_before = None
 
 
 def _apply_threads(name: str, threads: int) -> None:

@@ -42,6 +42,10 @@ def saved_model_scores(folder: Path, images: np.ndarray) -> np.ndarray:
     """What the SavedModel itself computes for NHWC ``images`` (the reference)."""
     import tensorflow as tf
 
+    # plain FP32: a tf-amp SUT loaded earlier in this process may have left grappler's
+    # process-wide mixed precision on
+    tf.config.optimizer.set_experimental_options({
+        "auto_mixed_precision_onednn_bfloat16": False, "auto_mixed_precision": False})
     signature = tf.saved_model.load(str(folder)).signatures["serving_default"]
     return signature(images=tf.constant(images, tf.float32))["logits"].numpy()
 

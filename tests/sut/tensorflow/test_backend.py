@@ -240,3 +240,18 @@ def test_saved_model_directory_through_run_py(tmp_path: Path) -> None:
     assert results["summary"]["validity"] == "VALID"
     assert results["model"]["weights"] == "user: SavedModel my-model"
     assert results["sut"]["model_dir"] == str(folder)
+
+
+def test_closing_tf_amp_leaves_the_process_s_mixed_precision_as_it_found_it(digits_weights):
+    """Grappler's options are process-wide: a tf-amp SUT that stayed 'on' after close made
+    later FP32 computations in the same process bf16 (a test order dependence)."""
+    import tensorflow as tf
+
+    option = tf_sut.AMP_OPTIONS["GPU" if tf.config.list_physical_devices("GPU") else "CPU"]
+    tf.config.optimizer.set_experimental_options({option: False})
+    backend = _backend("tf-amp", digits_weights)
+    try:
+        assert tf.config.optimizer.get_experimental_options().get(option) is True
+    finally:
+        backend.close()
+    assert not tf.config.optimizer.get_experimental_options().get(option, False)
