@@ -58,7 +58,8 @@ DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
 RAY = ["ray>=2.40"]
 # setuptools and wheel: the packaging test builds the wheel without downloading anything; Ray:
 # the fleet tests start a local cluster
-DEV = ["pytest>=8", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64", "wheel>=0.40"] + RAY
+DEV = ["pytest>=8", "pytest-timeout>=2.1", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64",
+       "wheel>=0.40"] + RAY
 
 setup(
     name="quantmark",

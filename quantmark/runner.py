@@ -140,6 +140,8 @@ def quick_wall_bound_s(config: RunConfig, settings: Any, measurement: Any) -> fl
     per_query = {"SingleStream": measurement.latency_s,
                  "MultiStream": measurement.query_latency_s(
                      settings.multi_stream_samples_per_query or 8)}.get(config.scenario, 0.0)
+    if config.scenario == "Server" and settings.server_target_qps > 0:
+        per_query = 1.0 / settings.server_target_qps  # its queries arrive on that schedule
     expected_s = max(settings.min_duration_ms / 1000, settings.min_query_count * per_query)
     return max(QUICK_WALL_MIN_S, QUICK_WALL_FACTOR * expected_s)
 

@@ -1,14 +1,18 @@
-"""Shared test helpers: run Python code in a fresh process (LoadGen: one test per process)."""
+"""Shared test helpers: run Python code in a fresh process (LoadGen: one test per process),
+per-test time limits, and one cache per test whatever ran before it."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -76,12 +80,97 @@ def trivial_plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def quantmark_cache(tmp_path_factory) -> Path:
-    """One cache for the whole session (models, builtin dataset), never the user's."""
+    """One cache for the whole session (models, builtin dataset), never the user's. Exported
+    from the session's start (autouse): exported when a test first asked for it, it changed
+    the cache under the tests and module fixtures that ran after, in whatever order."""
     path = Path(os.environ.get("QUANTMARK_TEST_CACHE") or tmp_path_factory.mktemp("qm-cache"))
     os.environ["QUANTMARK_CACHE"] = str(path)
     return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_cache(request: pytest.FixtureRequest, quantmark_cache: Path) -> Iterator[Path]:
+    """Each module, its fixtures and its tests see one cache, whatever ran before: its folder's
+    own session cache (``private_cache`` in tests/sut, tests/models), else the shared one.
+    (A folder's session fixture exports its cache for the rest of the run: tensorrt's tests
+    once saw another folder's cache when run after it.) A function-scoped ``private_cache``
+    (tests/qsl) sets its own, test by test."""
+    cache = quantmark_cache
+    if "private_cache" in request.fixturenames:
+        try:
+            cache = request.getfixturevalue("private_cache")
+        except pytest.fail.Exception:  # function-scoped: it exports itself for each test
+            pass
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("QUANTMARK_CACHE", str(cache))
+        yield cache
+
+
+# ----------------------------------------------------------------------------- time limits
+
+#: tests allowed longer than pyproject's default ``timeout`` (unless marked with their own)
+LONG_MARKERS = {"slow": 3600, "gpu": 3600, "arm": 4200}
+#: session fixtures whose set-up (a CLI run with its own ceiling) lands in the first test
+#: that uses them: their ceiling is added to that test's limit
+LONG_FIXTURES = {"quick_all_tests": 1200, "small_sweep": 1200}
+#: the watchdog fires this long after a test's limit: pytest-timeout had its chance
+WATCHDOG_GRACE_S = float(os.environ.get("QUANTMARK_TEST_WATCHDOG_GRACE_S", "120"))
+_watchdog_file: IO[str] | None = None
+
+
+def _default_timeout(config: pytest.Config) -> float:
+    try:
+        return float(config.getini("timeout") or 0)
+    except ValueError:  # pytest-timeout is not installed
+        return 0.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give long tests a limit to match (a ``timeout`` marker of their own wins)."""
+    base = _default_timeout(config)
+    if not base:
+        return
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        limit = base + sum(LONG_FIXTURES.get(name, 0) for name in item.fixturenames)
+        for marker, seconds in LONG_MARKERS.items():
+            if item.get_closest_marker(marker) is not None:
+                limit = max(limit, seconds)
+        if limit > base:
+            item.add_marker(pytest.mark.timeout(limit))
+
+
+def _item_timeout(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return _default_timeout(item.config)
+    value = marker.args[0] if marker.args else marker.kwargs.get("timeout", 0)
+    return float(value or 0)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep a handle on the real stderr (output capture is off between tests): the watchdog
+    writes there, not into a capture file that dies with the process."""
+    global _watchdog_file
+    _watchdog_file = os.fdopen(os.dup(2), "w")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A deadlock that holds the GIL (a C++ thread join waiting for a thread that needs it)
+    stops pytest-timeout too: faulthandler's own C thread then prints every thread's stack
+    and ends the run, exit code 1, instead of hanging."""
+    limit = _item_timeout(item)
+    if limit > 0 and _watchdog_file is not None:
+        faulthandler.dump_traceback_later(limit + WATCHDOG_GRACE_S, exit=True,
+                                          file=_watchdog_file)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +185,8 @@ def quick_all_tests(tmp_path_factory, quantmark_cache) -> tuple[subprocess.Compl
     conf = out.parent / "all-tests.conf"
     conf.write_text("*.Offline.min_duration = 15000\n")
     proc = run_cli("--all-tests", "--scenario", "Offline", "--sut", "ort-int8", "--model",
-                   "resnet50", "--user-conf", str(conf), "--output", str(out), timeout=1200)
+                   "resnet50", "--user-conf", str(conf), "--output", str(out), timeout=1200,
+                   env={"QUANTMARK_CACHE": str(quantmark_cache)})
     return proc, out
 
 
@@ -109,7 +199,8 @@ def small_sweep(tmp_path_factory, quantmark_cache) -> tuple[subprocess.Completed
     """``run.py sweep`` on the pretrained Lite0: ort-fp32 and ort-int8 (accuracy, Offline at
     batch 1 and 8, SingleStream) and trt-fp16, which cannot run here (explained rows)."""
     out = tmp_path_factory.mktemp("sweep") / "sweep"
-    proc = run_cli("sweep", *SMALL_SWEEP, "--output", str(out), timeout=1200)
+    proc = run_cli("sweep", *SMALL_SWEEP, "--output", str(out), timeout=1200,
+                   env={"QUANTMARK_CACHE": str(quantmark_cache)})
     return proc, out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,11 @@ PRECISION_CLASS = {"i8": "int8", "u8": "int8", "bf16": "bf16", "f16": "fp16", "f
 LATENCY_SCENARIOS = ("SingleStream", "MultiStream")
 MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".onnx", ".xml")
 DEFAULT_API = "sync"
+#: how long close() waits for OpenVINO's threads to let go of the async callback (they take
+#: microseconds; the bound only turns a would-be deadlock into a warning and a kept model)
+CALLBACK_RELEASE_S = 60.0
+#: compiled models close() could not release safely: kept alive rather than deadlock
+_KEPT_ALIVE: list[Any] = []
 
 
 def _text(value: Any) -> str:
@@ -75,6 +81,27 @@ def executed_precision(counts: dict[str, dict[str, int]]) -> str:
     return "+".join(ordered) if ordered else "none"
 
 
+class _Completion:
+    """The AsyncInferQueue's callback: hands a finished request's outputs to its ``done``.
+
+    A small object of its own, not a bound method, so the queue holds no reference to the
+    backend (no cycle for the garbage collector to break on some random thread) and close()
+    can watch it die (``__weakref__``)."""
+
+    __slots__ = ("output_index", "__weakref__")
+
+    def __init__(self, output_index: int) -> None:
+        self.output_index = output_index
+
+    def __call__(self, request: Any, done: Any) -> None:
+        try:
+            outputs = request.get_output_tensor(self.output_index).data
+        except Exception as exc:  # noqa: BLE001 - reported through done
+            done(None, exc)
+            return
+        done(outputs, None)
+
+
 class OpenVinoBackend(Backend):
     """One compiled model on the CPU plugin; one InferRequest per calling thread."""
 
@@ -107,8 +134,14 @@ class OpenVinoBackend(Backend):
         self._executed: dict[str, Any] = {}
         self._async_queue: Any = None
         self._async_buffers: dict[tuple[int, int], np.ndarray] = {}
-        #: the batch path LoadGenSUT drives asynchronously (``ov_api=async``), else None
-        self.submit: Any = self._submit if api == "async" else None
+        #: set once the queue's callback object has been freed (see close)
+        self._callback_released: threading.Event | None = None
+
+    @property
+    def submit(self) -> Any:  # type: ignore[override]
+        """The batch path LoadGenSUT drives asynchronously (``ov_api=async``), else None. A
+        property, not an attribute holding a bound method: that would be a reference cycle."""
+        return self._submit if self.api == "async" else None
 
     def _config(self) -> dict[Any, Any]:
         import openvino as ov
@@ -227,21 +260,17 @@ class OpenVinoBackend(Backend):
 
         if self._async_queue is None:
             self._async_queue = ov.AsyncInferQueue(self._compiled, self.preferred_workers)
-            self._async_queue.set_callback(self._completed)
+            completion = _Completion(self.output_index)
+            released = self._callback_released = threading.Event()
+            weakref.finalize(completion, released.set).atexit = False
+            self._async_queue.set_callback(completion)
+            del completion  # the queue holds the only reference: close() waits for it to go
         queue = self._async_queue
         request_id = queue.get_idle_request_id()  # blocks until a request is free
         buffer = self._async_buffers.get((request_id, count))
         batch = fill(buffer)
         self._async_buffers[(request_id, count)] = batch  # reused once this request is idle
         queue.start_async({0: batch}, userdata=done, share_inputs=True)
-
-    def _completed(self, request: Any, done: Any) -> None:
-        try:
-            outputs = request.get_output_tensor(self.output_index).data
-        except Exception as exc:  # noqa: BLE001 - reported through done
-            done(None, exc)
-            return
-        done(outputs, None)
 
     def describe(self) -> dict[str, Any]:
         import openvino as ov
@@ -282,13 +311,31 @@ class OpenVinoBackend(Backend):
         }
 
     def close(self) -> None:
-        if self._async_queue is not None:
-            self._async_queue.wait_all()
-            self._async_queue = None
-        with self._requests_lock:
-            self._requests.clear()
-        self._local = threading.local()
-        self._compiled = None
+        """Release in dependency order, never holding the GIL while OpenVINO needs it.
+
+        After ``wait_all`` returns, the executor thread that ran the last callback can still
+        hold a copy of it for a moment; releasing that copy takes the GIL. Dropping the compiled
+        model then would join that thread while holding the GIL: a deadlock (seen). So: wait
+        for the requests, drop the queue (its requests and callbacks), wait with the GIL
+        released until the callback object is freed, and only then drop the compiled model."""
+        queue, self._async_queue = self._async_queue, None
+        released, self._callback_released = self._callback_released, None
+        try:
+            if queue is not None:
+                queue.wait_all()
+        finally:
+            del queue
+            self._async_buffers.clear()
+            with self._requests_lock:
+                self._requests.clear()
+            self._local = threading.local()
+            compiled, self._compiled = self._compiled, None
+            if released is not None and not released.wait(CALLBACK_RELEASE_S):
+                _KEPT_ALIVE.append(compiled)  # dropping it could deadlock: keep it instead
+                log.warning("openvino: the async callback was not released %.0f s after its "
+                            "requests finished; the compiled model %s is kept alive (memory) "
+                            "rather than risk a deadlock", CALLBACK_RELEASE_S, self.model_path)
+            del compiled
 
 
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenVinoBackend:

@@ -5,7 +5,8 @@ Run as a script (LoadGen: one test per process)::
     python fake_sut_run.py SCENARIO_DIR --mode performance|accuracy [--audit TEST01|TEST04]
                            [--kind honest|caching|noisy] [--wobble 0.5] [--noise 0.0] [--seed 0]
 
-``honest`` spends ~10 ms per sample (sleeping: steady even on a busy machine).
+``honest`` spends ~10 ms per sample (sleeping; beside busy processes it wakes late, by a
+few ms, more in one run than another).
 ``caching`` cheats: when asked for the same sample as last time it returns the remembered answer
 at once (what TEST04 must catch). ``noisy`` is not bit-exact run to run (what TEST01's exact
 check catches, and its fallback judges): ``--wobble`` is the share of its wrong answers that

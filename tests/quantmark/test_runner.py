@@ -37,6 +37,18 @@ def test_quick_wall_bound_follows_what_the_run_should_take():
     assert quick_wall_bound_s(accuracy, long, slow) is None
 
 
+def test_quick_wall_bound_of_a_server_run_follows_its_schedule():
+    """700 queries at 7.3/s last 96 s however fast the SUT is: the bound was the 120 s minimum,
+    so a quick ensemble Server run that other work slowed was ended as a SUT failure."""
+    from quantmark.runner import QUICK_WALL_FACTOR, quick_wall_bound_s
+    from quantmark.scenarios.settings import Measurement
+
+    fast = Measurement(latency_s=0.04, batch_latency_s=0.04, batch_size=1)
+    server = RunConfig(scenario="Server", sut="ort-fp32", model="vgg19")
+    settings = SimpleNamespace(**vars(_settings(1000, 700)), server_target_qps=7.0)
+    assert quick_wall_bound_s(server, settings, fast) == pytest.approx(QUICK_WALL_FACTOR * 100)
+
+
 @pytest.mark.slow
 def test_a_quick_run_past_its_bound_fails_and_keeps_the_earlier_run(tmp_path, quantmark_cache):
     """The bound lowered to 1 s in the test process: the run stops with exit 3, says why, and

@@ -3,6 +3,7 @@ dynamic batch, cache and user-model validation."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,7 +246,70 @@ def test_async_infer_queue_gives_predict_s_scores(digits_weights: Path, digits_c
 def _loaded_predict(weights: Path, calibration: Any, x: np.ndarray) -> np.ndarray:
     backend = _create("ov-int8", weights, calibration)
     backend.load()
-    return backend.predict(x)
+    try:
+        return backend.predict(x)
+    finally:
+        backend.close()
+
+
+#: one async backend after another, each closed with its requests still running; the child
+#: prints how many closes returned and what close() kept alive. (Before the fix, dropping the
+#: compiled model while an executor thread still held the callback deadlocked within a few.)
+CLOSE_UNDER_LOAD = """
+import json, logging, sys
+import numpy as np
+import quantmark.sut.openvino.backend as ov_backend
+from quantmark.sut.interface import SutOptions
+from tests.digits_model import DIGITS_SPEC
+
+closes, kept_callbacks = {closes}, {keep}
+if kept_callbacks:  # something else holds the callback: close must not wait forever
+    ov_backend.CALLBACK_RELEASE_S = 0.2
+    held = []
+    class Held(ov_backend._Completion):
+        __slots__ = ()
+        def __init__(self, index):
+            super().__init__(index)
+            held.append(self)
+    ov_backend._Completion = Held
+x = np.random.default_rng(0).standard_normal((48, 3, 32, 32)).astype(np.float32)
+answers = []
+for _ in range(closes):
+    options = SutOptions(model=DIGITS_SPEC.name, scenario="Offline", model_path={weights!r},
+                         extra={{"ov_api": "async"}})
+    backend = ov_backend.create("ov-fp32", options, DIGITS_SPEC, None)
+    backend.load()
+    for start in range(0, len(x), 8):
+        backend.submit(8, lambda buffer, s=start: x[s:s + 8].copy(),
+                       lambda outputs, error: answers.append(error is None))
+    backend.close()  # requests still in flight
+print(json.dumps({{"closes": closes, "answers": len(answers), "ok": all(answers),
+                  "kept_alive": len(ov_backend._KEPT_ALIVE)}}))
+"""
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["released", "callback-held"])
+def test_close_under_load_never_hangs(keep: bool, digits_weights: Path) -> None:
+    """Close with requests in flight, many times, in a child process: a deadlock fails the
+    test at the timeout instead of hanging the suite. A callback that something else keeps
+    alive costs memory (the compiled model is kept), never a hang."""
+    import subprocess
+
+    from tests.conftest import run_python
+
+    closes = 3 if keep else 40
+    code = CLOSE_UNDER_LOAD.format(closes=closes, keep=keep, weights=str(digits_weights))
+    try:
+        proc = run_python(code, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{closes} closes of an async OpenVINO backend under load did not finish "
+                    "in 180 s: close() deadlocked")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"closes": closes, "answers": 6 * closes, "ok": True,
+                      "kept_alive": closes if keep else 0}
+    if keep:
+        assert "kept alive (memory) rather than risk a deadlock" in proc.stderr
 
 
 def _benchmark_app(command: str, seconds: str = "1") -> str:
