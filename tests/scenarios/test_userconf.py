@@ -66,6 +66,15 @@ def test_effective_keys_follow_loadgen_precedence(tmp_path):
     assert effective_keys(entries, "mobilenetv2", "SingleStream") == {"min_duration": 1.0}
 
 
+def _refused_on_line_3(tmp_path, text: str, needle: str) -> None:
+    """``text`` after a comment and a blank line is refused in one line naming line 3."""
+    path = _conf(tmp_path, "# ok\n\n" + text)
+    with pytest.raises(UserError) as info:
+        parse_user_conf(path, MODELS)
+    assert needle in str(info.value) and f"{path}:3" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("text, needle", [
     ("*.Offline.target_qps = 0\n", "target_qps = 0 is out of range"),
     ("*.Server.target_qps = -5\n", "target_qps = -5 is out of range"),
@@ -87,11 +96,7 @@ def test_effective_keys_follow_loadgen_precedence(tmp_path):
     ("*.Offline.target_qps = inf\n", "target_qps = inf is out of range"),
 ])
 def test_values_loadgen_would_clamp_are_refused(tmp_path, text, needle):
-    path = _conf(tmp_path, "# ok\n\n" + text)
-    with pytest.raises(UserError) as info:
-        parse_user_conf(path, MODELS)
-    assert needle in str(info.value) and f"{path}:3" in str(info.value)
-    assert "\n" not in str(info.value)
+    _refused_on_line_3(tmp_path, text, needle)
 
 
 def test_values_in_range_are_kept(tmp_path):
@@ -143,11 +148,7 @@ def test_directory_and_symlink_loop_are_named(tmp_path):
     ("*.*.min_query_count = 010\n", "leading 0 as octal; write 10"),
 ])
 def test_lines_loadgen_ignores_or_refuses_are_named(tmp_path, text, needle):
-    path = _conf(tmp_path, "# ok\n\n" + text)
-    with pytest.raises(UserError) as info:
-        parse_user_conf(path, MODELS)
-    assert needle in str(info.value) and f"{path}:3" in str(info.value)
-    assert "\n" not in str(info.value)
+    _refused_on_line_3(tmp_path, text, needle)
 
 
 LOADGEN = """
