@@ -49,7 +49,7 @@ def prepare() -> tuple[Any, list[Any], list[Path]]:
     artifacts and the preprocessed cache files (dataset and calibration)."""
     from quantmark.models.zoo import get_model
     from quantmark.qsl import cache, open_dataset
-    from quantmark.qsl.calibration import CalibrationProvider
+    from quantmark.qsl.calibration_sets import CalibrationProvider
     from quantmark.qsl.preprocess import recipe_for
     from quantmark.sut.interface import SutOptions
     from quantmark.sut.onnxruntime.backend import create

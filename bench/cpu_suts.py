@@ -17,8 +17,8 @@ import argparse
 
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.report.characterize import Study, load
-from quantmark.sweep import run_sweep
-from quantmark.sweep_plan import build_spec
+from quantmark.sweep.driver import run_sweep
+from quantmark.sweep.plan import build_spec
 
 
 def table(study: Study) -> str:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.bench.noise import run_py
-from quantmark.compare import load_side
 from quantmark.ground import logs
 from quantmark.ground.hashing import atomic_write_json
+from quantmark.run.comparison import load_side
 
 log = logging.getLogger("quantmark.bench.disturbed_thresholds")
 PERIOD_S = 0.1

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from quantmark.compare import compare, load_side
 from quantmark.ground import logs
 from quantmark.ground.hashing import atomic_write_json
+from quantmark.run.comparison import compare, load_side
 
 log = logging.getLogger("quantmark.bench.noise")
 MODEL = "efficientnet-lite0"

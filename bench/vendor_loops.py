@@ -47,7 +47,7 @@ def prepared_backend(sut: str, model: str, batch: int, threads: int,
                      model_path: str | None = None) -> Any:
     """The SUT's backend, loaded as a run loads it (its artifact from quantmark's cache)."""
     from quantmark.ground.config import RunConfig
-    from quantmark.runner import build_sut
+    from quantmark.run.test_process import build_sut
 
     config = RunConfig(scenario="Offline" if batch > 1 else "SingleStream", sut=sut,
                        model=model, batch_size=batch, threads=threads, model_path=model_path)

@@ -36,8 +36,8 @@ from typing import Any
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
-from quantmark.launcher import launch
 from quantmark.report.stats import speedup
+from quantmark.run.launch import launch
 
 log = logging.getLogger(__name__)
 

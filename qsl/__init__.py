@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .calibration import CalibrationSet, calibration_for
+from .calibration_sets import CalibrationSet, calibration_for
 from .imagenet import ImageFolderDataset
 from .library import QuerySampleLibrary, SampleNotLoadedError
 from .preprocess import PreprocessRecipe, decode_and_crop, normalise

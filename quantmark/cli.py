@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         elif argv[:1] == ["sweep"]:
             return commands.sweep(build_sweep_parser().parse_args(argv[1:]))
         elif argv[:1] == ["node"]:
-            from quantmark.fleet.node import start
+            from quantmark.sweep.fleet.ray_node import start
 
             return start(build_node_parser().parse_args(argv[1:]))
         elif argv[:1] == ["export"]:

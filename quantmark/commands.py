@@ -14,9 +14,9 @@ from rich.table import Table
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError
-from quantmark.launcher import LaunchResult, launch_or_raise
-from quantmark.validate import check_output_writable, validate, validate_inputs
-from quantmark.validity import invalid_text
+from quantmark.run.checks import check_output_writable, validate, validate_inputs
+from quantmark.run.launch import LaunchResult, launch_or_raise
+from quantmark.run.validity import invalid_text
 
 # Piped output (CI, files) gets a wide console instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -111,8 +111,8 @@ def submission(args: Any) -> Path:
 def sweep(args: Any) -> int:
     """Run (or resume) a sweep, then write its report. Exit 0 when every cell ran or was
     explained as unavailable; 1 when some failed (they are rows in the report)."""
-    from quantmark.sweep import run_sweep
-    from quantmark.sweep_plan import build_spec, load_sweep_file
+    from quantmark.sweep.driver import run_sweep
+    from quantmark.sweep.plan import build_spec, load_sweep_file
 
     settings = load_sweep_file(args.file) if args.file else {}
     flags = {k: v for k, v in vars(args).items()
@@ -130,9 +130,9 @@ def sweep(args: Any) -> int:
 
 def export(args: Any) -> list[Path]:
     """Export .tflite artifacts for a device, then say how to run them there."""
-    from quantmark import export as exporting
     from quantmark.models.exported import record_path
     from quantmark.models.zoo import DEFAULT_MODEL
+    from quantmark.run import tflite_export as exporting
 
     suts = exporting.parse_suts(args.sut)
     model = args.model or DEFAULT_MODEL
@@ -155,7 +155,7 @@ def export(args: Any) -> list[Path]:
 
 def train_bench(args: Any) -> list[Path]:
     """Train FP32 and AMP (each in its own process), then the summary of the output folder."""
-    from quantmark import train_bench as bench
+    from quantmark.train import step_bench as bench
 
     frameworks = bench.parse_list(args.framework, bench.FRAMEWORKS, "--framework")
     precisions = bench.parse_list(args.precision, bench.PRECISIONS, "--precision")
@@ -216,7 +216,7 @@ def _print_run(result: LaunchResult) -> None:
     if results["config"].get("rerun"):
         text += f" (rerun: {results['config']['rerun'].get('why')})"
     console.print(f"{escape(text)}  ->  {result.run_dir}")
-    from quantmark.interference import describe
+    from quantmark.run.interference import describe
 
     disturbed = describe(results.get("interference"))
     if disturbed:
@@ -232,9 +232,9 @@ def _print_run(result: LaunchResult) -> None:
 
 def default_job(output: str, repeats: int | None = None) -> list[Any]:
     """Offline and SingleStream for ort-fp32 and ort-int8 on the pretrained default model,
-    repeated and interleaved (``quantmark.default_job``)."""
-    from quantmark import default_job as job
+    repeated and interleaved (``quantmark.run.default_job``)."""
     from quantmark.models.zoo import DEFAULT_MODEL
+    from quantmark.run import default_job as job
 
     check_output_writable(output)
     base = RunConfig(scenario="Offline", sut=job.BASELINE, model=DEFAULT_MODEL, output=output)
@@ -247,7 +247,7 @@ def run_repeated(config: RunConfig, repeats: int, until_stable: float | None,
     """``--repeats N`` / ``--until-stable``: the test N times in fresh processes, then its
     median and interval over the VALID runs, the others named; none VALID: no figure, exit 3
     (the runs did not measure what was asked)."""
-    from quantmark.repeats import check_repeats, run_set
+    from quantmark.run.repeated import check_repeats, run_set
 
     check_repeats(repeats, until_stable, max_repeats)
     if config.mode != "performance" or config.audit:
@@ -278,7 +278,7 @@ def run_ensemble(args: Any, base: RunConfig) -> int:
     """``--ensemble``: performance runs each member alone and the ensemble in each mode,
     repeated and interleaved, then the table; accuracy runs the ensemble once and shows every
     member's top-1 beside its own."""
-    from quantmark import ensemble_job
+    from quantmark.run import ensemble_runs as ensemble_job
 
     ensemble_job.run(args, base, run_one, console)
     return 0
@@ -286,7 +286,7 @@ def run_ensemble(args: Any, base: RunConfig) -> int:
 
 def compare(a: str, b: str, paired: bool = False) -> Any:
     """Print the ratio of two sets of repeated runs with its interval and verdict."""
-    from quantmark import compare as comparing
+    from quantmark.run import comparison as comparing
 
     side_a, side_b, ratio = comparing.compare(a, b, paired)
     comparing.show(console, side_a, side_b, ratio)
@@ -302,7 +302,8 @@ def report(folders: list[str], output: str | None = None) -> None:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
                             "folder")
-    from quantmark.report import diagnosis, training
+    from quantmark.report import diagnosis_section as diagnosis
+    from quantmark.report import training
 
     is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
     if len(folders) > 1 and output is None:
@@ -335,7 +336,7 @@ def _characterization(folders: list[str], output: Path) -> None:
         verdicts_note,
     )
     from quantmark.report.sweep_report import metric_text, write
-    from quantmark.report.tables import number
+    from quantmark.report.table_formats import number
 
     check_output_writable(str(output))
     written = write(folders, output)
@@ -385,8 +386,8 @@ def _characterization(folders: list[str], output: Path) -> None:
 
 def _percentile_table(folder: str) -> None:
     """Print and write (CSV, Markdown) the percentile table of every run under ``folder``.
-    Cells are taken by column name (``report.table.CONSOLE_COLUMNS``), never by position."""
-    from quantmark.report.table import (
+    Cells are taken by column name (``report.run_table.CONSOLE_COLUMNS``), never by position."""
+    from quantmark.report.run_table import (
         CONSOLE_COLUMNS,
         console_cells,
         disturbed_warnings,

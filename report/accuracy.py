@@ -171,7 +171,7 @@ def run_samples(folder: str | Path, log: str | Path | None = None) -> RunSamples
     None when it lacks its log or val_map."""
     from quantmark.qsl.groups import read_groups
     from quantmark.qsl.imagenet import parse_val_map
-    from quantmark.report.repeats import read_results
+    from quantmark.report.current_set import read_results
 
     folder = Path(folder)
     log, val_map = Path(log or folder / ACCURACY_LOG), folder / "val_map.txt"

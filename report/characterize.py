@@ -20,9 +20,9 @@ from typing import Any
 from quantmark.ground.fingerprint import system_name
 from quantmark.ground.hashing import hash_json
 from quantmark.report import intervals
+from quantmark.report.current_set import current_set
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
 from quantmark.report.measured import measured
-from quantmark.report.repeats import current_set
 from quantmark.report.stats import family_confidence
 from quantmark.report.training import load as load_training
 from quantmark.sut.info import SutInfo
@@ -253,7 +253,7 @@ def load(folders: list[str | Path]) -> Study:
 
 def _newest_sets(runs: list[Run]) -> list[Run]:
     """Only the newest repeat set of each performance folder: ``run_k`` left by an older,
-    larger or interrupted set is not a repeat of this one (``report.repeats``)."""
+    larger or interrupted set is not a repeat of this one (``report.current_set``)."""
     by_folder: dict[Path, dict[Path, Run]] = {}
     for run in runs:
         by_folder.setdefault(run.folder.parent, {})[run.folder] = run

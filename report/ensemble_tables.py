@@ -1,7 +1,7 @@
 """The Ensembles section as text: Markdown, HTML, the console's cells and its CSVs.
 
 The numbers come from ``report.ensembles``; every form takes its cells by column name from one
-record per row (``tables.ordered``), so no form can shift a column off its header.
+record per row (``table_formats.ordered``), so no form can shift a column off its header.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from quantmark.report.ensembles import (
 )
 from quantmark.report.intervals import metric_text
 from quantmark.report.stats import AccuracyChange, Ratio
-from quantmark.report.tables import csv_text, html_table, markdown_table, number, ordered
+from quantmark.report.table_formats import csv_text, html_table, markdown_table, number, ordered
 
 NOTES = [
     "`members alone, combined`: the members run one after another. For SingleStream and "

@@ -20,8 +20,8 @@ from typing import Any
 
 from quantmark.report.accuracy import ACCURACY_LOG, paired_change
 from quantmark.report.characterize import Config, Run, Study, is_ensemble
+from quantmark.report.current_set import read_results
 from quantmark.report.intervals import AccuracyLogs, interval, ratio, repeat_index
-from quantmark.report.repeats import read_results
 from quantmark.report.stats import AccuracyChange, Ratio
 
 log = logging.getLogger(__name__)

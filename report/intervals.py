@@ -113,7 +113,7 @@ def _until_stable(config: Config) -> tuple[float, int] | None:
     if len(targets) != 1 or None in targets:
         return None
     planned = (config.runs[0].results.get("repeat") or {}).get("of")
-    # no record of the planned runs: the rule's own minimum (quantmark.repeats)
+    # no record of the planned runs: the rule's own minimum (quantmark.run.repeated)
     return float(targets.pop()), planned if isinstance(planned, int) else 3
 
 

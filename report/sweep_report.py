@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
-from quantmark.report import diagnosis, ensemble_tables, ensembles, stopping, training
+from quantmark.report import diagnosis_section, ensemble_tables, ensembles, stopping, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
 from quantmark.report.ensemble_figure import ensemble_figures
 from quantmark.report.figures import Figure, all_figures
@@ -35,7 +35,7 @@ from quantmark.report.loadgen_log import PERCENTILES
 from quantmark.report.percentiles import CSV_COLUMNS, csv_cells, why_not
 from quantmark.report.percentiles import NOTE as PERCENTILES_NOTE
 from quantmark.report.reportable import require_reportable
-from quantmark.report.tables import csv_text, html_table, markdown_table, number, ordered
+from quantmark.report.table_formats import csv_text, html_table, markdown_table, number, ordered
 
 
 @dataclass
@@ -328,8 +328,8 @@ def to_markdown(study: Study, figures: list[Figure],
     if study.training:
         lines += [""] + training.markdown(training.rows(study.training))
     for record in diagnoses or []:
-        lines += [""] + diagnosis.markdown(record, figure_link=False)
-    lines += diagnosis.agreement_markdown(diagnoses or [])
+        lines += [""] + diagnosis_section.markdown(record, figure_link=False)
+    lines += diagnosis_section.agreement_markdown(diagnoses or [])
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
@@ -373,8 +373,8 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
         parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
     if study.training:
         parts.append(training.to_html(training.rows(study.training)))
-    parts += [diagnosis.to_html(record) for record in diagnoses or []]
-    parts.append(diagnosis.agreement_html(diagnoses or []))
+    parts += [diagnosis_section.to_html(record) for record in diagnoses or []]
+    parts.append(diagnosis_section.agreement_html(diagnoses or []))
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   html_table(EXPLAINED_HEADER, _explained_rows(study))]
@@ -394,9 +394,9 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     study = load(folders)
     out = Path(output)
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
-    diagnoses = diagnosis.load(folders)
+    diagnoses = diagnosis_section.load(folders)
     require_reportable(study, diagnoses, folders)  # refused: nothing written
-    figures = all_figures(study) + ensemble_figures(section) + diagnosis.figures(diagnoses)
+    figures = all_figures(study) + ensemble_figures(section) + diagnosis_section.figures(diagnoses)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename

@@ -1,7 +1,7 @@
 """train-bench results in reports: read the JSONs, pair each AMP run with its FP32 run, tables.
 
 One JSON per (framework, model, batch size, image size, precision), written by
-``quantmark.train_bench``. The ratios (AMP / FP32 of step time, images/s and peak memory) are
+``quantmark.train.step_bench``. The ratios (AMP / FP32 of step time, images/s and peak memory) are
 computed here, in one place, for the train-bench summary and the characterization report alike.
 """
 
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from quantmark.report.tables import csv_text, html_table, markdown_table, number
+from quantmark.report.table_formats import csv_text, html_table, markdown_table, number
 
 KIND = "train-bench"
 # <framework>-<model>-b<batch>[-s<image size>]-<precision>.json

@@ -106,7 +106,7 @@ class SettingsPlan:
     user_conf: str | None = None
     quick_min_duration_ms: int = QUICK_MIN_DURATION_MS
     workers: int = 1
-    # samples/s an INVALID quick run met (quantmark.rerun): its rerun is sized by this rate,
+    # samples/s an INVALID quick run met (quantmark.run.rerun): its rerun is sized by this rate,
     # not by the warm-up's; 0 for every other run
     met_rate: float = 0.0
 

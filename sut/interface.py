@@ -34,8 +34,8 @@ class SutOptions:
 
 
 class Calibration(Protocol):
-    """The calibration set a static INT8 path quantizes with (the runner's
-    ``qsl.calibration.CalibrationProvider``): decoded only when a SUT asks."""
+    """The calibration set a static INT8 path quantizes with (the test process's
+    ``qsl.calibration_sets.CalibrationProvider``): decoded only when a SUT asks."""
 
     def arrays(self, layout: str) -> np.ndarray:
         """float32 calibration batch in ``layout`` ("NCHW" or "NHWC")."""

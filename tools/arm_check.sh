@@ -154,7 +154,7 @@ say "tools/pi_install.sh inside the userland (LoadGen builds from source the fir
 in_arm "cd /opt/quantmark && tools/pi_install.sh /opt/qm-venv" >"$WORK/pi_install.log" 2>&1 ||
     die "tools/pi_install.sh failed in the userland; see $WORK/pi_install.log"
 say "installed in $((SECONDS - started)) s: $(tail -1 "$WORK/pi_install.log")"
-in_arm "/opt/qm-venv/bin/python -c 'import sys; import quantmark.commands, quantmark.runner, quantmark.sut.tflite.backend
+in_arm "/opt/qm-venv/bin/python -c 'import sys; import quantmark.commands, quantmark.run.test_process, quantmark.sut.tflite.backend
 heavy = [m for m in (\"torch\", \"tensorflow\", \"openvino\", \"onnxruntime\", \"matplotlib\") if m in sys.modules]
 assert not heavy, heavy'" || die "importing quantmark pulled a heavy framework on arm64"
 [ "$SETUP_ONLY" = 1 ] && { say "setup done (--setup-only)"; exit 0; }

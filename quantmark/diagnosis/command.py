@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quantmark.diagnosis.job import DiagnoseConfig, run
+from quantmark.diagnosis.steps import DiagnoseConfig, run
 from quantmark.ground.errors import SutError, UserError
-from quantmark.report import diagnosis as tables
-from quantmark.validate import check_output_writable, validate_inputs
+from quantmark.report import diagnosis_section as tables
+from quantmark.run.checks import check_output_writable, validate_inputs
 
 console = Console(width=None if sys.stdout.isatty() else 200)
 

@@ -1,7 +1,8 @@
 """A diagnosis on disk, like a run: ``<output>/<host-sut>/<model>/diagnose-<against>/`` holding
 ``results.json``, ``layers.csv``, ``layers.md``, ``recovery.csv`` (with ``--recover``) and one
 figure, ``diagnosis.png``. Every file is written atomically; ``results.json`` last, so a folder
-without it is an interrupted diagnosis. ``run.py report`` reads them back (``report.diagnosis``).
+without it is an interrupted diagnosis. ``run.py report`` reads them back
+(``report.diagnosis_section``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from quantmark.ground import fingerprint
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
 from quantmark.ground.layout import system_id
-from quantmark.report import diagnosis as tables
+from quantmark.report import diagnosis_section as tables
 from quantmark.sut.registry import get_sut
 
 
@@ -22,7 +23,7 @@ def folder_for(output: str, model: str, sut: str, against: str) -> Path:
 
 
 def write(record: dict[str, Any], config: Any, started: float) -> Path:
-    """Write the diagnosis ``record`` (``job.run``'s) and its tables and figure; the folder."""
+    """Write the diagnosis ``record`` (``steps.run``'s) and its tables and figure; the folder."""
     folder = folder_for(config.output, record["model"], record["sut"], record["against"])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").unlink(missing_ok=True)  # an older diagnosis is replaced whole

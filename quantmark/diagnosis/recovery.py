@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.interference import Monitor
 from quantmark.report.stats import accuracy_change, figure_interval, speedup
+from quantmark.run.interference import Monitor
 from quantmark.sut.interface import Backend
 
 log = logging.getLogger(__name__)

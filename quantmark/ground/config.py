@@ -41,7 +41,7 @@ class RunConfig:
     ensemble: str = ""
     ensemble_mode: str = "sequential"  # "sequential" | "concurrent"
     ensemble_combine: str = "mean"  # "mean" (of softmax probabilities) | "vote"
-    # a quick run rerun once at the rate its INVALID first run met (quantmark.rerun): why,
+    # a quick run rerun once at the rate its INVALID first run met (quantmark.run.rerun): why,
     # and that rate; empty for every other run
     rerun: dict[str, Any] = field(default_factory=dict)
 

@@ -84,7 +84,7 @@ def machine() -> dict[str, Any]:
         "gpu": gpu_facts(),
     }
     node = os.environ.get("QUANTMARK_NODE")
-    if node:  # measured on a fleet node (quantmark.fleet): reports tell machines by it
+    if node:  # measured on a fleet node (quantmark.sweep.fleet): reports tell machines by it
         facts["node"] = node
     return facts
 

@@ -36,7 +36,7 @@ class EnsembleModel:
 
 @dataclass
 class BuiltEnsemble:
-    """Everything ``runner.prepare`` needs in place of a single SUT's parts."""
+    """Everything ``run.test_process.prepare`` needs in place of a single SUT's parts."""
 
     spec: EnsembleModel
     info: SutInfo
@@ -87,7 +87,7 @@ def _load_member(config: RunConfig, member: Member, info: SutInfo, threads: int,
                  dataset: Any, times: dict[str, float]) -> tuple[Backend, Any, Any]:
     """One member's backend, loaded, with its model spec and calibration set."""
     from quantmark.models.zoo import get_model
-    from quantmark.qsl.calibration import CalibrationProvider
+    from quantmark.qsl.calibration_sets import CalibrationProvider
     from quantmark.sut.registry import load_factory
 
     spec = get_model(member.model)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantmark.qsl.calibration import calibration_for
+from quantmark.qsl.calibration_sets import calibration_for
 from quantmark.qsl.imagenet import ImageFolderDataset
 from quantmark.qsl.library import QuerySampleLibrary, SampleNotLoadedError
 from quantmark.qsl.preprocess import PreprocessRecipe, decode_and_crop, normalise

@@ -290,7 +290,7 @@ def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tm
             base.LoadGenSUT._classify = broken
             return start(self)
         base.LoadGenSUT.start = start_broken
-        from quantmark.runner import main
+        from quantmark.run.test_process import main
         sys.exit(main([{str(tmp_path / 'config.json')!r}, {str(tmp_path / 'status.json')!r}]))
     """, timeout=300)
     assert proc.returncode == 3, proc.stderr[-2000:]

@@ -8,7 +8,7 @@ import pytest
 
 from quantmark.report.accuracy import compute_accuracy
 from quantmark.report.loadgen_log import LogError, read_detail, summarize_file
-from quantmark.report.table import to_csv, to_markdown, write_report
+from quantmark.report.run_table import to_csv, to_markdown, write_report
 from tests.conftest import run_python
 from tests.report.loadgen_runs import MIN_QUERIES, PROGRAM
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.default_job import Row as JobRow
-from quantmark.default_job import _percentile
 from quantmark.ground.config import RunConfig
-from quantmark.launcher import LaunchResult
-from quantmark.repeats import RepeatSet
 from quantmark.report.characterize import Config
 from quantmark.report.loadgen_log import PERCENTILES
 from quantmark.report.percentiles import min_queries, over_repeats, why_not
+from quantmark.report.run_table import Row, console_cells, row_record
 from quantmark.report.stats import figure_interval
 from quantmark.report.sweep_report import COLUMNS, _config_record, _run_record
-from quantmark.report.table import Row, console_cells, row_record
+from quantmark.run.default_job import Row as JobRow
+from quantmark.run.default_job import _percentile
+from quantmark.run.launch import LaunchResult
+from quantmark.run.repeated import RepeatSet
 from tests.report.synthetic import OFFLINE, SINGLE, run, study, summary
 
 

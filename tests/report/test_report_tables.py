@@ -15,7 +15,7 @@ from rich.console import Console
 from quantmark import commands
 from quantmark.report.loadgen_log import INCOMPLETE, OFFICIAL_METRIC, PERCENTILES
 from quantmark.report.percentiles import why_not
-from quantmark.report.tables import ordered
+from quantmark.report.table_formats import ordered
 from tests.report.loadgen_runs import (
     copy_run,
     cut_before,

@@ -105,7 +105,7 @@ def lite0():
     """The built-in photo crops preprocessed for Lite0, and the calibration a run would use."""
     from quantmark.models.zoo import get_model
     from quantmark.qsl import open_dataset
-    from quantmark.qsl.calibration import CalibrationProvider
+    from quantmark.qsl.calibration_sets import CalibrationProvider
     from quantmark.qsl.library import QuerySampleLibrary
     from quantmark.qsl.preprocess import recipe_for
 

@@ -78,7 +78,7 @@ def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monke
     from quantmark.cli import build_diagnose_parser
     from quantmark.diagnosis import command
     from quantmark.ground.errors import SutError
-    from tests.report.test_diagnosis import _record
+    from tests.report.test_diagnosis_section import _record
 
     record = _record(recovery_failed="K=2: NNCF could not quantize")
     del record["recovery"]

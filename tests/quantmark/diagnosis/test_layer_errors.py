@@ -125,7 +125,7 @@ def test_an_unmatched_producer_is_looked_through():
 
 
 def test_the_recovery_skips_layers_the_framework_cannot_keep_in_fp32():
-    from quantmark.diagnosis.job import excludable
+    from quantmark.diagnosis.steps import excludable
 
     pairs = _pairs({"a": 28.0, "add#0": 18.0, "b": 12.0, "c": 11.0}, {})
     pairs[1].excludable = False  # a torch functional add

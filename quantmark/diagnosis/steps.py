@@ -1,0 +1,252 @@
+"""``run.py diagnose``: where a reduced-precision SUT loses accuracy, layer by layer, and what
+winning it back costs.
+
+The steps, each a function: build the two SUTs (the diagnosed one, and its framework's FP32 or
+``--against``), capture both on the same evaluation samples chunk by chunk with each framework's
+own mechanism (``sut/<framework>/diagnose.py``), match and measure the layers
+(``layer_errors``), then optionally re-quantize with the worst K layers in FP32 and measure the
+trade-off (``recovery``), and write it all like a run (``output``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from quantmark.diagnosis import layer_errors, recovery
+from quantmark.ground.errors import SutError, UserError
+from quantmark.models.zoo import get_model
+from quantmark.qsl import open_dataset
+from quantmark.qsl.cache import cached_images
+from quantmark.qsl.calibration_sets import CalibrationProvider
+from quantmark.qsl.groups import read_groups
+from quantmark.qsl.preprocess import normalise, recipe_for
+from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.layers import Recipe
+from quantmark.sut.registry import fp32_baseline, load_factory, require_available
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DiagnoseConfig:
+    """What ``run.py diagnose`` was asked (plain data, from the CLI)."""
+
+    model: str
+    sut: str
+    against: str | None = None  # None: the SUT's framework's FP32 on the same device
+    samples: int = 32  # evaluation samples captured layer by layer
+    worst: int = 10  # layers listed
+    recover: int = 0  # K: measure K = 0, 1, 2, 4 ... K layers kept in FP32
+    damage: tuple[tuple[str, float], ...] = ()  # injected weight faults (testing diagnosis)
+    eval_samples: int | None = None  # top-1 of the recovery curve on these (None: all)
+    rounds: int = 5  # interleaved speed rounds of the recovery curve
+    round_seconds: float = 1.0
+    batch_size: int = 8
+    threads: int = 0
+    chunk: int = 4  # samples captured at a time (activations of a chunk are held in memory)
+    output: str = "results"
+    dataset_path: str | None = None
+    model_path: str | None = None
+    calibration_list: str | None = None
+
+
+@dataclass
+class Data:
+    """The evaluation samples, decoded once; handed out per layout."""
+
+    spec: Any
+    images: np.ndarray  # uint8 NHWC crops, evaluation order
+    labels: np.ndarray
+    groups: np.ndarray | None  # source image of each sample (the built-in set), for intervals
+    _layouts: dict[str, Any] = field(default_factory=dict)
+
+    def batch(self, layout: str, start: int, stop: int) -> np.ndarray:
+        recipe = self._layouts.setdefault(layout, recipe_for(self.spec, layout))
+        return normalise(np.asarray(self.images[start:stop]), recipe)
+
+
+def diagnoser(info: Any) -> ModuleType:
+    """The ``diagnose`` module of the SUT's framework folder, or a one-line error."""
+    try:
+        return importlib.import_module(f"{info.package}.diagnose")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{info.package}.diagnose":
+            raise
+        raise UserError(f"diagnose: {info.framework} ({info.name}) has no layer capture yet; "
+                        "diagnose an ONNX Runtime, OpenVINO, TFLite, PyTorch or TensorRT "
+                        "SUT") from None
+
+
+def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
+    dataset = open_dataset(config.dataset_path)
+    images = cached_images(dataset, recipe_for(spec, "NHWC"))
+    rows = np.asarray(dataset.cache_rows)
+    named = read_groups(dataset.root)  # the source photo of each crop, where the data says
+    groups = (np.asarray([named.get(rel, rel) for rel, _ in dataset.items])
+              if named is not None else None)
+    data = Data(spec, images[rows], dataset.labels, groups)
+    return data, CalibrationProvider(dataset, spec, config.calibration_list)
+
+
+def build(config: DiagnoseConfig, name: str, spec: Any, calibration: Any,
+          recipe: Recipe | None = None) -> tuple[Backend, ModuleType]:
+    """The SUT ``name`` (with ``recipe``), loaded, and its framework's diagnose module."""
+    recipe = recipe or Recipe()
+    info = require_available(name)
+    module = diagnoser(info)
+    if recipe.damage and not getattr(module, "DAMAGE", ""):
+        raise UserError(f"--damage: {info.framework} injects no fault; damage an ort-int8, "
+                        "tflite-int8 or torch-int8 model")
+    options = SutOptions(model=config.model, scenario="Offline", batch_size=config.batch_size,
+                         threads=config.threads, model_path=config.model_path)
+    if recipe.key():  # the framework's own exclusion or fault: its diagnose module builds it
+        backend = module.rebuild(name, options, spec, calibration, recipe)
+    else:  # the SUT exactly as a run builds it (CPU or GPU factory alike)
+        backend = load_factory(info)(name, options, spec, calibration)
+    backend.load()
+    return backend, module
+
+
+def reference_name(config: DiagnoseConfig) -> str:
+    if config.against:
+        return config.against
+    baseline = fp32_baseline(config.sut)
+    if baseline is None:
+        raise UserError(f"{config.sut} has no FP32 SUT of its own framework to compare with: "
+                        "pass --against SUT")
+    return baseline
+
+
+def check(config: DiagnoseConfig, reference: str, count: int) -> None:
+    if reference == config.sut and not config.damage:
+        raise UserError(f"diagnose {config.sut} against itself: pass --against another SUT")
+    if config.samples < 1 or config.chunk < 1 or config.worst < 1 or config.recover < 0:
+        raise UserError("--samples and --worst must be at least 1, --recover at least 0")
+    if count < 1:
+        raise UserError("the dataset has no evaluation samples")
+
+
+def capture_errors(config: DiagnoseConfig, data: Data, test: tuple[Backend, ModuleType],
+                   ref: tuple[Backend, ModuleType]) -> tuple[layer_errors.Matching, dict]:
+    """Capture both models chunk by chunk on the first ``samples`` evaluation samples and
+    accumulate every matched layer's error."""
+    count = min(config.samples, len(data.labels))
+    matching, methods = None, {}
+    for start in range(0, count, config.chunk):
+        stop = min(start + config.chunk, count)
+        got = test[1].capture(test[0], data.batch(test[0].layout, start, stop))
+        want = ref[1].capture(ref[0], data.batch(ref[0].layout, start, stop))
+        if matching is None:
+            matching = layer_errors.match(got.layers, want.layers)
+            if not matching.pairs:
+                raise UserError(f"no layer of {config.sut} matched one of the reference by "
+                                "name or by position and shape: compare SUTs of one model")
+            methods = {"test": _capture_facts(got), "reference": _capture_facts(want)}
+        layer_errors.accumulate(matching, got.layers, want.layers)
+        log.info("captured samples %d-%d of %d", start, stop, count)
+    assert matching is not None
+    layer_errors.attribute(matching.pairs, matching.inputs_of)
+    return matching, methods
+
+
+def _capture_facts(capture: Any) -> dict[str, Any]:
+    return {"method": capture.method, "precision_source": capture.precision_source,
+            "layers": len(capture.layers),
+            "notes": {k: str(v) for k, v in capture.notes.items()}}
+
+
+def run(config: DiagnoseConfig) -> dict[str, Any]:
+    """Diagnose, optionally recover, and return the results record (written by the caller)."""
+    spec = get_model(config.model)
+    reference = reference_name(config)
+    data, calibration = open_data(config, spec)
+    check(config, reference, len(data.labels))
+    damage = Recipe(damage=config.damage)
+    test = build(config, config.sut, spec, calibration, damage)
+    ref = build(config, reference, spec, calibration)
+    matching, methods = capture_errors(config, data, test, ref)
+    pairs = matching.pairs
+    jump = layer_errors.first_jump(pairs)
+    record: dict[str, Any] = {
+        "kind": "diagnosis", "model": config.model, "sut": config.sut, "against": reference,
+        "samples": min(config.samples, len(data.labels)), "damage": [list(d) for d in
+                                                                   config.damage],
+        "capture": methods, "matched": matching.by_method(),
+        "unmatched": {"test": matching.unmatched_test,
+                      "reference": matching.unmatched_reference},
+        "first_jump": jump.name if jump else None,
+        "jump_rule": {"jump_db": layer_errors.JUMP_DB,
+                      "near_worst_db": layer_errors.NEAR_WORST_DB,
+                      "lossless_db": layer_errors.LOSSLESS_DB},
+        "layers": [layer_record(pair) for pair in pairs],
+        "worst": [pair.name for pair in layer_errors.worst(pairs, config.worst)],
+        "exclusion": getattr(test[1], "EXCLUSION", ""),
+        "describe": {"test": test[0].describe(), "reference": ref[0].describe()},
+    }
+    if config.recover:
+        try:
+            record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs)
+        except (UserError, SutError) as exc:  # the diagnosis itself stands: keep it
+            record["recovery_failed"] = str(exc)
+    for backend in (test[0], ref[0]):
+        backend.close()
+    return record
+
+
+def layer_record(pair: layer_errors.Pair) -> dict[str, Any]:
+    return {"name": pair.name, "op_type": pair.op_type, "precision": pair.precision,
+            "reference": pair.reference, "reference_op": pair.reference_op,
+            "reference_precision": pair.reference_precision, "matched_by": pair.matched_by,
+            "shape": list(pair.shape), "sqnr_db": round(pair.sqnr_db, 3),
+            "cosine": round(pair.cosine, 6), "lost_db": round(pair.lost_db, 3),
+            "excludable": pair.excludable,
+            "inputs": list(pair.inputs)}
+
+
+def excludable(pairs: list[layer_errors.Pair], k: int) -> list[str]:
+    """The worst ``k`` layers that run quantized (keeping an FP32 layer in FP32 changes
+    nothing) and that the framework can keep in FP32."""
+    ranked = layer_errors.worst(pairs, len(pairs))
+    return [pair.name for pair in ranked
+            if pair.precision.startswith("int") and pair.excludable][:k]
+
+
+def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
+            test: tuple[Backend, ModuleType], ref: tuple[Backend, ModuleType],
+            pairs: list[layer_errors.Pair]) -> dict[str, Any]:
+    """The recovery curve: K = 0, 1, 2, 4 ... ``recover`` worst layers in FP32, plus the
+    reference, scored on the evaluation samples and timed in interleaved rounds."""
+    points = recovery.curve_points(config.recover)
+    ranked = excludable(pairs, max(points))
+    variants = [recovery.Variant("K=0", 0, [], test[0], describe=test[0].describe())]
+    for k in points[1:]:
+        # a fault lives in a layer's quantization: a layer kept in FP32 has none
+        recipe = Recipe(exclude=tuple(ranked[:k]), damage=tuple(
+            (name, factor) for name, factor in config.damage if name not in ranked[:k]))
+        backend, _ = build(config, config.sut, spec, calibration, recipe)
+        variants.append(recovery.Variant(f"K={k}", k, ranked[:k], backend,
+                                         describe=backend.describe()))
+    variants.append(recovery.Variant(f"reference {reference_name(config)}", None, [], ref[0],
+                                     describe=ref[0].describe()))
+    count = min(config.eval_samples or len(data.labels), len(data.labels))
+    for variant in variants:
+        recovery.score(variant, data.batch, count, data.labels, config.batch_size)
+        log.info("%s: top-1 %.2f%% on %d samples", variant.label,
+                 100 * float(variant.correct.mean()), count)
+    inputs = {id(v): v.backend.encode_samples(data.batch(v.backend.layout, 0, config.batch_size))
+              for v in variants}
+    recovery.time_rounds(variants, inputs, config.rounds, config.round_seconds)
+    groups = data.groups[:count] if data.groups is not None else None
+    rows = recovery.summarize(variants, data.labels[:count], groups)
+    for variant in variants[1:-1]:
+        variant.backend.close()
+    return {"points": points, "eval_samples": count, "rounds": config.rounds,
+            "round_seconds": config.round_seconds, "batch_size": config.batch_size,
+            "timing": "one caller, predict on a batch in a loop; rounds interleaved",
+            "rows": rows}

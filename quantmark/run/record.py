@@ -1,0 +1,167 @@
+"""What a finished LoadGen test leaves beside its logs: results.json, accuracy.txt, the
+effective user.conf, the val_map the accuracy tool reads (with the source image of each sample,
+val_groups.txt, where the dataset names them) and, for quick runs, the note that the run is not
+valid for submission."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shlex
+from pathlib import Path
+from typing import Any
+
+from quantmark.ground.config import RunConfig
+from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.models.artifacts import artifact_size_bytes
+
+#: frameworks whose own tight loop ``quantmark.bench.vendor_loops`` runs (by SutInfo.framework)
+LOOP_FRAMEWORKS = ("onnxruntime", "tflite", "torch", "tensorflow")
+
+
+def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
+           ) -> dict[str, Any]:
+    """Write the run's files into ``work`` and return results.json's content. An accuracy run
+    with samples missing from its log says how many in ``accuracy.missing``."""
+    from quantmark.audit.configs import audit_was_applied
+    from quantmark.ground import fingerprint
+    from quantmark.ground.board import throttling_verdict
+    from quantmark.qsl.cache import VERIFIED
+    from quantmark.report.loadgen_log import summarize_file
+    spec, info, dataset, built = prepared.spec, prepared.info, prepared.dataset, prepared.built
+    backend = prepared.backend
+    results: dict[str, Any] = {
+        "config": dict(vars(config)),
+        "system_id": system,
+        **sut_and_model(config, prepared),
+        "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
+                    "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
+                    "held_out_for_calibration": dataset.held_out_count,
+                    # the preprocessed caches this run read, hashed and checked as it read them
+                    "verified_caches": dict(VERIFIED)},
+        "calibration": (prepared.calibration.describe() if uses_calibration(info) else None),
+        "settings": {"mode": "quick" if config.quick else "official",
+                     "quantmark_set": built.applied, "notes": built.notes,
+                     "workers": prepared.workers, "measurement": vars(prepared.measurement)},
+        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
+        "times": {**prepared.times, **(getattr(backend.artifact, "times", None) or {}),
+                  "loadgen_wall_s": ran.wall_s, "loadgen_started_at": ran.started,
+                  "loadgen_ended_at": ran.started + ran.wall_s},
+        "summary": summarize_file(work / "mlperf_log_detail.txt").to_dict(),
+        "machine": {**fingerprint.machine(), "thermal": {
+            "before": ran.thermal_before, "after": ran.thermal_after,
+            **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
+        "software": fingerprint.software(info.distributions),
+        "speed_settings": speed_settings(config, prepared),
+        # the test process's peak resident memory so far: models, samples and LoadGen
+        "memory": {"peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
+    }
+    if config.mode == "performance" and not config.audit:
+        results["repeat"] = {"index": config.repeat, "of": config.repeats,
+                             "set": config.repeat_set}
+    if config.audit:
+        results["audit"] = {"test": config.audit, "config": str(ran.audit_config),
+                            "applied": audit_was_applied(work / "mlperf_log_detail.txt")}
+    if config.mode == "accuracy" or config.audit == "TEST01":
+        # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
+        atomic_write_text(work / "val_map.txt",
+                          "".join(f"{rel} {label}\n" for rel, label in dataset.items))
+        write_groups(work, dataset)
+    if config.mode == "accuracy":
+        results["accuracy"] = _accuracy(work, prepared.qsl.total_count, backend.artifact)
+    if config.ensemble:
+        from quantmark.run.ensemble_fields import ensemble_record
+
+        results["ensemble"] = ensemble_record(prepared, work, results.get("accuracy"))
+    atomic_write_text(work / "user.conf",
+                      built.effective_user_conf(spec.mlperf_name, config.scenario,
+                                                config.user_conf))
+    not_valid = [note for note in built.notes if "NOT VALID FOR SUBMISSION" in note]
+    if not_valid:
+        atomic_write_text(work / "NOT_VALID_FOR_SUBMISSION.txt",
+                          "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
+    atomic_write_json(work / "results.json", results)
+    return results
+
+
+def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
+    """results.json's "sut" (what ran, and its proof) and "model" (the artifact, or for an
+    ensemble its members: "ensemble" records each one's artifact)."""
+    from quantmark.sut.registry import fp32_baseline
+
+    info, spec, backend = prepared.info, prepared.spec, prepared.backend
+    return {"sut": {"name": info.name, "framework": info.framework, "precision": info.precision,
+                    "device": info.device,
+                    "fp32_baseline": None if config.ensemble else fp32_baseline(info.name),
+                    **backend.describe()},
+            "model": ({"name": spec.name, "members": [m.label for m in spec.members]}
+                      if config.ensemble else
+                      {"name": spec.name, **artifact_record(backend.artifact)})}
+
+
+def _accuracy(work: Path, expected_count: int, artifact: Any = None) -> dict[str, Any]:
+    """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing; near
+    0% with the model's classes one off the labels, with a ``hint`` that says so."""
+    from quantmark.report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
+    from quantmark.report.label_shift import note_shift
+
+    accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
+                                read_val_map_labels(work / "val_map.txt"),
+                                expected_count=expected_count)
+    if accuracy.missing:
+        return {"missing": accuracy.missing}
+    atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
+    result = {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
+              "duplicates": accuracy.duplicates}
+    note_shift(result, work, getattr(artifact, "meta", None))
+    return result
+
+
+def write_groups(work: Path, dataset: Any) -> None:
+    """The source image of each evaluated sample, beside the run's val_map, when the dataset
+    names them (its val_groups.txt): crops of one photo are one draw for the report's
+    accuracy intervals. An image the file does not name is its own source."""
+    from quantmark.qsl.groups import VAL_GROUPS, read_groups
+
+    groups = read_groups(dataset.root)
+    if groups is not None:
+        atomic_write_text(work / VAL_GROUPS,
+                          "".join(f"{rel} {groups.get(rel, rel)}\n" for rel, _ in dataset.items))
+
+
+def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
+    """What decides this run's speed, to rerun it like for like in the framework's own tool:
+    the backend's own settings, and the harness's (batch, predict threads in flight, how the
+    process is placed on the CPUs)."""
+    affinity = len(os.sched_getaffinity(0))
+    online = os.cpu_count() or affinity
+    settings = prepared.backend.speed_settings(config.scenario, config.batch_size)
+    if prepared.info.device == "cpu" and prepared.info.framework in LOOP_FRAMEWORKS \
+            and not config.ensemble:
+        # the framework's own tight loop on this artifact: the parity benchmark's reference
+        settings["reference_command"] = shlex.join([
+            "python", "-m", "quantmark.bench.vendor_loops", "--sut", config.sut,
+            "--model", config.model, *(["--model-path", config.model_path]
+                                       if config.model_path else []),
+            "--batch-size", str(config.batch_size), "--threads", str(config.threads),
+            "--input", "real"])
+    return {**settings,
+            "scenario": config.scenario, "batch_size": config.batch_size,
+            "workers": prepared.workers,
+            "single_stream_inline": config.scenario == "SingleStream" and prepared.workers == 1,
+            "process_cpus": affinity, "online_cpus": online,
+            "process_pinned": affinity < online}
+
+
+def uses_calibration(info: Any) -> bool:
+    """Static INT8 paths calibrate on the shared set; dynamic ones and float paths do not."""
+    return "int8" in info.precision and "dynamic" not in info.precision
+
+
+def artifact_record(artifact: Any) -> dict[str, Any]:
+    """The model file a run loaded, as results.json records it."""
+    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
+            "format": artifact.format,
+            "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
+            "source_hash": artifact.source_hash, "meta": artifact.meta}

@@ -1,0 +1,196 @@
+"""Run a sweep: every cell in its own process, resumable, one manifest.
+
+``DIR/sweep.json`` records the settings and every cell's outcome; it is rewritten atomically
+after each cell, so Ctrl-C or a crash loses nothing finished, and running the same command
+again skips finished cells. A cell that cannot run (SUT unavailable here, a failure, a
+timeout) becomes an explained entry, never the end of the sweep. Each cell's LoadGen results
+tree is ``DIR/runs/<model>/<sut>/<scenario>-b<batch>-r<repeat>/`` (``.../accuracy/`` for the
+accuracy run) and its console output ``DIR/logs/<same>.log``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.sweep.cell import cell_availability, run_cell
+from quantmark.sweep.plan import Cell, SweepSpec, cells
+
+MANIFEST = "sweep.json"
+LOCK = ".sweep.lock"
+SCHEMA = 1
+# Outcomes that count as finished: a rerun skips them. "unavailable" is checked again (the
+# framework may have been installed since); "interrupted" cells rerun.
+FINISHED = ("ok", "failed", "timeout", "crashed", "user_error")
+
+
+@dataclass
+class SweepOutcome:
+    root: Path
+    counts: dict[str, int]
+    ran: int
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """The sweep's manifest, or None when the folder holds no sweep yet."""
+    import json
+
+    path = root / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise UserError(f"{path} is not valid JSON; restore it or use a new --output") from None
+    if data.get("schema") != SCHEMA:
+        raise UserError(f"{path} was written by another quantmark version; use a new --output")
+    return data
+
+
+@contextmanager
+def _lock(root: Path) -> Iterator[FileLock]:
+    """One sweep per folder at a time: two writers would each lose the other's cells."""
+    try:
+        lock = FileLock(root / LOCK).acquire()
+    except LockHeld as held:
+        raise UserError(f"another sweep (pid {held.owner or '?'}) is writing {root}; wait for "
+                        "it or use another --output") from None
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
+              console: Console | None = None) -> SweepOutcome:
+    """Run every unfinished cell of ``spec`` (here, or on the Ray cluster ``spec.cluster``
+    names); return how the cells ended."""
+    console = console or Console()
+    root = Path(spec.output)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = _open_manifest(root, spec)
+    plan = cells(spec)
+    entries: dict[str, Any] = manifest["cells"]
+    done = ("ok",) if retry_failed else FINISHED
+    todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
+    if len(plan) > len(todo):
+        console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
+                      "cells already finished")
+    with _lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
+
+        def record(cell: Cell, entry: dict[str, Any], final: bool = True) -> None:
+            """Keep a cell's outcome (atomically, at once); ``final=False`` for an attempt
+            that will run again (a node lost mid-cell)."""
+            entries[cell.id] = {**entry, "finished_at": time.time()}
+            atomic_write_json(root / MANIFEST, manifest)
+            if final:
+                advance(cell.id, _line(cell.id, entry))
+            else:
+                console.print(_line(cell.id, entry) + " (running it again)")
+
+        try:
+            if spec.cluster:
+                from quantmark.sweep.fleet.dispatch import dispatch
+
+                ran = dispatch(spec, root, todo, entries, record, console)
+            else:
+                ran = _run_here(root, spec, todo, record, advance)
+        except KeyboardInterrupt:
+            console.print(f"interrupted: finished cells are kept in "
+                          f"{escape(str(root / MANIFEST))}; run the same command to resume")
+            raise
+    counts = Counter(entries[cell.id]["status"] for cell in plan)
+    return SweepOutcome(root, dict(counts), ran)
+
+
+def _open_manifest(root: Path, spec: SweepSpec) -> dict[str, Any]:
+    """The folder's manifest (a new one for a new sweep); a sweep measured with other settings
+    is a one-line error rather than a mix of two measurements."""
+    manifest = read_manifest(root) or {"schema": SCHEMA, "settings": spec.measuring_settings(),
+                                       "cells": {}}
+    if manifest["settings"] != spec.measuring_settings():
+        changed = sorted(k for k, v in spec.measuring_settings().items()
+                         if manifest["settings"].get(k) != v)
+        raise UserError(f"{root} holds a sweep measured with other settings "
+                        f"({', '.join(changed)}); keep them to resume, or use a new --output")
+    manifest["spec"] = dict(vars(spec))
+    return manifest
+
+
+def _run_here(root: Path, spec: SweepSpec, todo: list[Cell], record: Callable[..., None],
+              advance: Callable[[str, str | None], None]) -> int:
+    """The cells one after another on this machine; a SUT this machine lacks is explained."""
+    ran = 0
+    for cell in todo:
+        ok, reason = cell_availability(cell)
+        if not ok:
+            record(cell, {**cell.to_dict(), "status": "unavailable", "message": reason})
+            continue
+        advance(cell.id, None)
+        record(cell, run_cell(root, spec, cell))
+        ran += 1
+    return ran
+
+
+@contextmanager
+def _progress(console: Console, total: int, completed: int) -> Iterator[Any]:
+    """A rich progress bar with ETA on a terminal; elsewhere (CI, a log file) one flushed line
+    per cell with its own ETA: the average cell so far times the cells left."""
+    if console.is_terminal:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=console) as bar:
+            task = bar.add_task("sweep", total=total, completed=completed)
+
+            def advance(cell_id: str, line: str | None) -> None:
+                if line is None:
+                    bar.update(task, description=escape(cell_id))
+                else:
+                    bar.advance(task)
+                    console.print(line)
+
+            yield advance
+        return
+    started, done = time.monotonic(), [completed]
+
+    def advance_plain(cell_id: str, line: str | None) -> None:
+        if line is None:
+            return
+        done[0] += 1
+        ran = done[0] - completed
+        left = (time.monotonic() - started) / ran * (total - done[0])
+        console.print(f"[{done[0]}/{total}, ETA {time.strftime('%H:%M:%S', time.gmtime(left))}]"
+                      f" {line}")
+        console.file.flush()
+
+    yield advance_plain
+
+
+def _line(cell_id: str, entry: dict[str, Any]) -> str:
+    where = f" on {escape(entry['node'])}" if entry.get("node") else ""
+    if entry["status"] == "ok":
+        line = f"[green]ok[/] {escape(cell_id)}{where} ({entry.get('wall_s', 0):.0f} s)"
+        if entry.get("disturbed"):
+            line += (f" [bold red]DISTURBED[/] ({escape('; '.join(entry['disturbed_why']))})")
+        return line
+    return (f"[red]{entry['status']}[/] {escape(cell_id)}{where}: "
+            f"{escape(entry.get('message', ''))}")

@@ -1,0 +1,265 @@
+"""What a sweep runs: its settings (from flags or a YAML/TOML file: ``spec_file``) and the cells
+they expand to.
+
+A cell is one LoadGen test: a model, a SUT, a scenario, a batch size and a repeat, or the
+accuracy run of a (model, SUT). Cells are ordered so each SUT's accuracy run comes first (it
+builds and caches the artifact, so no timed run pays a conversion) and a framework's FP32 SUT
+runs just before its other precisions (ratios then compare runs minutes apart). Repeats go
+round the whole sweep, so their spread shows the machine's drift, not one moment's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from quantmark.ground.errors import UserError
+from quantmark.sweep.spec_file import KEY_TYPES, LIMITS, is_whole, load_sweep_file, out_of_range
+
+__all__ = ["KEY_TYPES", "Cell", "SweepSpec", "build_spec", "cells", "load_sweep_file"]
+
+SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
+ACCURACY_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One LoadGen test of the sweep."""
+
+    model: str
+    sut: str
+    scenario: str
+    batch_size: int
+    repeat: int = 1
+    mode: str = "performance"  # "performance" | "accuracy"
+    ensemble: str = ""  # an ensemble's members (MODEL@SUT,...): model and sut then name it
+    ensemble_mode: str = "sequential"
+
+    @property
+    def id(self) -> str:
+        if self.mode == "accuracy":
+            return f"{self.model}/{self.sut}/accuracy"
+        return f"{self.model}/{self.sut}/{self.scenario}-b{self.batch_size}-r{self.repeat}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        """The cell of a manifest entry or a task's argument (extra keys ignored)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass
+class SweepSpec:
+    """Everything that decides a sweep's cells and how they are measured."""
+
+    models: list[str]
+    suts: list[str]
+    ensembles: list[str] = field(default_factory=list)  # each "MODEL@SUT,MODEL@SUT,..."
+    ensemble_modes: list[str] = field(default_factory=lambda: ["sequential", "concurrent"])
+    scenarios: list[str] = field(default_factory=lambda: ["Offline", "SingleStream"])
+    batch_sizes: list[int] = field(default_factory=lambda: [8])
+    repeats: int = 1
+    output: str = "sweep"
+    seconds: float = 10.0  # quick runs' minimum duration
+    official: bool = False
+    accuracy: bool = True
+    timeout: float = 1800.0  # per cell
+    threads: int = 0
+    dataset_path: str | None = None
+    calibration_list: str | None = None
+    user_conf: str | None = None
+    cluster: str = ""  # "" runs here; "auto", "HOST:PORT" or "ray://HOST:PORT" on Ray
+    placement: list[str] = field(default_factory=list)  # "SUT_PATTERN:REQ,REQ" rules
+
+    def measuring_settings(self) -> dict[str, Any]:
+        """What must match for cells of two runs of the sweep to be compared (resume)."""
+        return {"seconds": self.seconds, "official": self.official, "threads": self.threads,
+                "dataset_path": _absolute(self.dataset_path),
+                "calibration_list": _absolute(self.calibration_list),
+                "user_conf": _absolute(self.user_conf)}
+
+
+def _absolute(path: str | None) -> str | None:
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+def cells(spec: SweepSpec) -> list[Cell]:
+    """Every cell in run order. SingleStream queries hold one sample, so it runs at batch 1
+    only; the other scenarios run every batch size."""
+    out: list[Cell] = []
+    for repeat in range(1, spec.repeats + 1):
+        for model in spec.models:
+            for sut in spec.suts:
+                out.extend(_cells_of(spec, model, sut, repeat))
+        out.extend(_ensemble_cells(spec, repeat))
+    return out
+
+
+def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str = "",
+              mode: str = "sequential", accuracy: bool = True) -> list[Cell]:
+    """One (model, SUT)'s cells of one repeat: its accuracy run first (repeat 1), then every
+    scenario and batch size."""
+    out: list[Cell] = []
+    if spec.accuracy and accuracy and repeat == 1:
+        batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
+        out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
+                        ensemble_mode=mode))
+    for scenario in spec.scenarios:
+        batches = [1] if scenario == "SingleStream" else spec.batch_sizes
+        out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble, ensemble_mode=mode)
+                   for b in batches)
+    return out
+
+
+def _ensemble_cells(spec: SweepSpec, repeat: int) -> list[Cell]:
+    """Each ensemble's members alone (the baseline, where the models x SUTs product lacks
+    them), then the ensemble in each mode; the first mode's accuracy run gives the top-1s."""
+    from quantmark.sut.ensemble.members import ensemble_name, parse_members, sut_name
+
+    done = {(model, sut) for model in spec.models for sut in spec.suts}
+    out: list[Cell] = []
+    for text in spec.ensembles:
+        members = parse_members(text)
+        for member in members:
+            if (member.model, member.sut) not in done:
+                done.add((member.model, member.sut))
+                out.extend(_cells_of(spec, member.model, member.sut, repeat))
+        for number, mode in enumerate(spec.ensemble_modes):
+            out.extend(_cells_of(spec, ensemble_name(members), sut_name(mode, "mean"), repeat,
+                                 text, mode, accuracy=number == 0))
+    return out
+
+
+def expand_suts(names: list[str]) -> list[str]:
+    """SUT names, with ``cpu`` / ``gpu`` / ``all`` standing for every SUT of that kind, each
+    framework's FP32 first. Unknown names are a one-line error listing the valid ones."""
+    from quantmark.sut.registry import FP32_BASELINE, SUTS, get_sut
+
+    chosen: list[str] = []
+    for name in names:
+        if name in ("cpu", "gpu", "all"):
+            chosen.extend(info.name for info in SUTS.values()
+                          if name == "all" or info.device == name)
+        else:
+            chosen.append(get_sut(name).name)
+    chosen = list(dict.fromkeys(chosen))
+    frameworks = list(dict.fromkeys(SUTS[n].framework for n in chosen))
+    return sorted(chosen, key=lambda n: (frameworks.index(SUTS[n].framework),
+                                         n != FP32_BASELINE.get(SUTS[n].framework)))
+
+
+def _as_list(value: Any, name: str) -> list[str]:
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, list | tuple):
+        items = [str(v).strip() for v in value]
+    else:
+        raise UserError(f"{name}: give a comma-separated list, e.g. --{name} a,b")
+    if not items:
+        raise UserError(f"{name}: the list is empty")
+    return items
+
+
+def build_spec(settings: dict[str, Any]) -> SweepSpec:
+    """Check and normalise settings (from a file, flags overriding) into a SweepSpec."""
+    from quantmark.models.zoo import MODEL_NAMES
+
+    ensembles, modes = _ensembles(settings)
+    if not ensembles and ("models" not in settings or "suts" not in settings):
+        raise UserError("a sweep needs --models and --suts, or --ensemble (or models and "
+                        "suts, or ensembles, in the file)")
+    models = _as_list(settings["models"], "models") if "models" in settings else []
+    for model in models:
+        if model not in MODEL_NAMES:
+            raise UserError(f"unknown model '{model}'; valid models: {', '.join(MODEL_NAMES)}")
+    scenarios = _as_list(settings.get("scenarios", "Offline,SingleStream"), "scenarios")
+    for scenario in scenarios:
+        if scenario not in SCENARIOS:
+            raise UserError(f"unknown scenario '{scenario}'; valid: {', '.join(SCENARIOS)}")
+    raw_batches = settings.get("batch_sizes", "8")
+    try:
+        batch_sizes = [int(b) for b in _as_list(
+            [raw_batches] if is_whole(raw_batches) else raw_batches, "batch-sizes")]
+        repeats = int(settings.get("repeats", 1))
+        seconds = float(settings.get("seconds", 10.0))
+        timeout = float(settings.get("timeout", 1800.0))
+        threads = int(settings.get("threads", 0))
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"sweep settings: a number was expected ({exc})") from None
+    for key, value in (("batch_sizes", batch_sizes), ("repeats", repeats),
+                       ("seconds", seconds), ("timeout", timeout), ("threads", threads)):
+        bad = out_of_range(key, value)
+        if bad is not None:
+            raise UserError(f"--{key.replace('_', '-')} {bad:g}: must be {LIMITS[key][2]}")
+    spec = SweepSpec(
+        models=list(dict.fromkeys(models)),
+        suts=expand_suts(_as_list(settings["suts"], "suts")) if "suts" in settings else [],
+        ensembles=ensembles, ensemble_modes=modes,
+        scenarios=list(dict.fromkeys(scenarios)), batch_sizes=sorted(set(batch_sizes)),
+        repeats=repeats, output=str(settings.get("output") or "sweep"), seconds=seconds,
+        official=_flag(settings, "official", False),
+        accuracy=_flag(settings, "accuracy", True), timeout=timeout, threads=threads,
+        dataset_path=settings.get("dataset_path"),
+        calibration_list=settings.get("calibration_list"),
+        user_conf=settings.get("user_conf"),
+        **_cluster(settings),
+    )
+    _check_batches_fit(spec)
+    return spec
+
+
+def _flag(settings: dict[str, Any], key: str, default: bool) -> bool:
+    """A real boolean: the string "false" is not False, and must not turn into True."""
+    value = settings.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"sweep setting {key} = {value!r}: must be true or false")
+    return value
+
+
+def _check_batches_fit(spec: SweepSpec) -> None:
+    """The largest batch must be one the samples can fill and the memory hold, for every
+    model: found now, not as a crashed cell an hour in. (SingleStream cells run batch 1.)"""
+    from quantmark.run.checks import check_batch_fits, check_dataset
+    from quantmark.sut.ensemble.members import parse_members
+
+    check_dataset(spec.dataset_path)
+    members = [m.model for text in spec.ensembles for m in parse_members(text)]
+    for model in dict.fromkeys(spec.models + members):
+        check_batch_fits(max(spec.batch_sizes), model, spec.dataset_path,
+                         flag="--batch-sizes")
+
+
+def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The sweep's ensembles (each checked, in canonical form) and the modes they run in."""
+    from quantmark.sut.ensemble.members import MODES, canonical, parse_members
+
+    raw = settings.get("ensembles") or []
+    texts = [raw] if isinstance(raw, str) else [str(text) for text in raw]
+    ensembles = list(dict.fromkeys(canonical(parse_members(text)) for text in texts))
+    modes = _as_list(settings.get("ensemble_modes", ",".join(MODES)), "ensemble-modes")
+    for mode in modes:
+        if mode not in MODES:
+            raise UserError(f"unknown ensemble mode '{mode}'; valid: {', '.join(MODES)}")
+    return ensembles, list(dict.fromkeys(modes))
+
+
+def _cluster(settings: dict[str, Any]) -> dict[str, Any]:
+    """The Ray cluster to run on and the placement rules (checked; rules need a cluster)."""
+    from quantmark.sweep.fleet.placement import parse_rule
+
+    cluster = str(settings.get("cluster") or "").strip()
+    raw = settings.get("placement") or []
+    rules = [raw] if isinstance(raw, str) else [str(rule) for rule in raw]
+    for rule in rules:
+        parse_rule(rule)
+    if rules and not cluster:
+        raise UserError("--place decides where cells run on a Ray cluster: add --cluster auto "
+                        "(or --cluster HOST:PORT), or drop --place")
+    if cluster and cluster != "auto" and not re.fullmatch(r"(ray://)?[^\s:/]+:\d+", cluster):
+        raise UserError(f"--cluster {cluster}: use auto (the cluster this machine joined), "
+                        "HOST:PORT (its head) or ray://HOST:PORT (Ray Client)")
+    return {"cluster": cluster, "placement": list(dict.fromkeys(rules))}

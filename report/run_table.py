@@ -1,0 +1,247 @@
+"""The percentile table of every run under a folder, as rows, CSV and Markdown.
+
+Rows come from LoadGen's detail logs (``report.loadgen_log``); ``results.json`` beside a log
+adds what LoadGen does not know (SUT, model, quick or official, accuracy). Every output form
+(console, CSV, Markdown) takes its cells by column name from one record per run
+(``row_record``), so no form can drift a column off its header. A log LoadGen did not finish is
+a marked row (validity INCOMPLETE) with a warning, never a plain one; so is a run that other
+processes disturbed (results.json ``interference``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.report.loadgen_log import (
+    PERCENTILES,
+    LogError,
+    RunSummary,
+    summarize_file,
+    unreadable_summary,
+)
+from quantmark.report.percentiles import why_not
+from quantmark.report.table_formats import markdown_table, ordered
+
+
+@dataclass
+class Row:
+    """One run in the report."""
+
+    path: Path
+    system: str
+    sut: str
+    model: str
+    scenario: str
+    mode: str
+    run_kind: str  # "quick" | "official" | "unknown"
+    summary: RunSummary
+    accuracy: float | None
+    executed_precision: str = ""  # what the SUT proved ran (see each SUT's describe())
+    calibration_hash: str = ""  # the shared calibration set of static INT8 runs
+    throttled: str = ""  # "yes" / "no" from the board's thermal snapshots, "" when unknown
+    throttling_reasons: str = ""
+    disturbed: str = ""  # "yes" / "no": other processes used the machine; "" when unknown
+    disturbed_why: str = ""
+
+    def metric_text(self) -> str:
+        value = self.summary.metric_value
+        if value is None:
+            return "-"
+        if self.summary.metric_unit == "ns":
+            return f"{value / 1e6:.3f} ms"
+        return f"{value:.2f} samples/s"
+
+
+def find_runs(root: str | Path) -> list[Row]:
+    """Every ``mlperf_log_detail.txt`` under ``root`` (hidden temp folders skipped); one that
+    LoadGen did not finish, or that does not parse at all, is a row marked INCOMPLETE."""
+    base = Path(root)
+    rows: list[Row] = []
+    for detail in sorted(base.rglob("mlperf_log_detail.txt")):
+        if any(part.startswith(".") for part in detail.relative_to(base).parts):
+            continue
+        try:
+            summary = summarize_file(detail)
+        except LogError as exc:  # empty or cut before its first line: shown, and marked
+            summary = unreadable_summary(str(exc).removeprefix(f"{detail}: "))
+        rows.append(_row(detail.parent, summary))
+    return rows
+
+
+def _mode(loadgen_mode: str) -> str:
+    """LoadGen's test mode as the report names it; "" where the log does not say."""
+    if not loadgen_mode:
+        return ""
+    return "accuracy" if "Accuracy" in loadgen_mode else "performance"
+
+
+def _row(folder: Path, summary: RunSummary) -> Row:
+    results: dict[str, Any] = {}
+    results_file = folder / "results.json"
+    if results_file.is_file():
+        results = json.loads(results_file.read_text())
+    config = results.get("config", {})
+    settings = results.get("settings", {})
+    accuracy = (results.get("accuracy") or {}).get("top1")
+    thermal = (results.get("machine") or {}).get("thermal") or {}
+    interference = results.get("interference") or {}
+    if accuracy is None and (folder / "accuracy.txt").is_file():
+        first = (folder / "accuracy.txt").read_text().split(",")[0]
+        if first.startswith("accuracy="):
+            accuracy = float(first.split("=")[1].rstrip("%"))
+    return Row(
+        path=folder,
+        system=results.get("system_id", ""),
+        sut=config.get("sut", ""),
+        model=config.get("model", ""),
+        # a log cut before its settings lacks the scenario: the runner's record names the run
+        scenario=summary.scenario or str(config.get("scenario", "")),
+        # a compliance test shows as TEST01/TEST04, not as another performance run
+        mode=config.get("audit") or config.get("mode") or _mode(summary.mode),
+        # a SUT failure's logs are kept in run_1.failed: shown, and marked
+        run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
+        summary=summary,
+        accuracy=accuracy,
+        executed_precision=str(results.get("sut", {}).get("executed_precision", "")),
+        calibration_hash=str((results.get("calibration") or {}).get("hash", "")),
+        throttled={True: "yes", False: "no"}.get(thermal.get("throttled"), ""),
+        throttling_reasons="; ".join(thermal.get("why") or []) if thermal.get("throttled") else "",
+        disturbed={True: "yes", False: "no"}.get(interference.get("disturbed"), ""),
+        disturbed_why=("; ".join(map(str, interference.get("why") or []))
+                       if interference.get("disturbed") else ""),
+    )
+
+
+def _label(percentile: str) -> str:
+    """``99.90`` -> ``p99.9``."""
+    return f"p{percentile.rstrip('0').rstrip('.')}"
+
+
+HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
+          "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "queries",
+          "min_ms",
+          "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
+          "accuracy_top1", "calibration_hash", "path", "throttled", "disturbed"]
+
+# The console table: (column label, field of row_record or "metric_text"); "-" for blanks.
+CONSOLE_COLUMNS: list[tuple[str, str]] = [
+    ("sut", "sut"), ("executed", "executed_precision"), ("model", "model"),
+    ("scenario", "scenario"), ("mode", "mode"), ("run", "run"), ("validity", "validity"),
+    ("metric", "metric_text"), ("samples/s", "samples_per_s"),
+    *[(_label(p), f"{_label(p)}_ms") for p in PERCENTILES],
+    ("top-1", "accuracy_top1"), ("throttled", "throttled"), ("disturbed", "disturbed"),
+]
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value / 1e6:.3f}"
+
+
+def row_record(row: Row, root: Path) -> dict[str, str]:
+    """One run's cells by column name (the names of ``HEADER``). A percentile is blank for
+    Offline and where it rests on too few queries (``report.percentiles``)."""
+    s = row.summary
+    return {
+        "system": row.system, "sut": row.sut, "executed_precision": row.executed_precision,
+        "model": row.model, "scenario": row.scenario, "mode": row.mode, "run": row.run_kind,
+        "validity": s.validity, "metric": s.metric_name,
+        "metric_value": "" if s.metric_value is None else f"{s.metric_value:.6g}",
+        "metric_unit": s.metric_unit,
+        "samples_per_s": "" if s.samples_per_second is None else f"{s.samples_per_second:.2f}",
+        "min_ms": _ms(s.min_latency_ns), "mean_ms": _ms(s.mean_latency_ns),
+        "max_ms": _ms(s.max_latency_ns),
+        "queries": "" if s.query_count is None else str(s.query_count),
+        **{f"{_label(p)}_ms": "" if why_not(row.scenario, p, s.query_count)
+           else _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
+        "accuracy_top1": "" if row.accuracy is None else f"{row.accuracy:.3f}",
+        "calibration_hash": row.calibration_hash, "path": _relative(row.path, root),
+        "throttled": row.throttled, "disturbed": row.disturbed,
+    }
+
+
+def row_values(row: Row, root: Path) -> list[str]:
+    """The cells in ``HEADER`` order (CSV)."""
+    return ordered(HEADER, row_record(row, root))
+
+
+def _shown(row: Row, root: Path) -> dict[str, str]:
+    """``row_record`` as people read it: a percentile not shown says why (``n/a`` for Offline,
+    one query of every sample; ``n/a (k queries)`` where it would be the slowest query)."""
+    record = row_record(row, root)
+    for p in PERCENTILES:
+        record[f"{_label(p)}_ms"] = (why_not(row.scenario, p, row.summary.query_count)
+                                     or record[f"{_label(p)}_ms"])
+    return record
+
+
+def console_cells(row: Row, root: Path) -> list[str]:
+    """The cells in ``CONSOLE_COLUMNS`` order, "-" where a value is blank."""
+    record = {**_shown(row, root), "metric_text": row.metric_text()}
+    return [record[field] or "-" for _, field in CONSOLE_COLUMNS]
+
+
+def incomplete_warnings(rows: list[Row], root: Path) -> list[str]:
+    """One line per run whose logs LoadGen did not finish: where, and what is missing."""
+    return [f"{_relative(row.path, root)}: LoadGen's log is incomplete: "
+            f"{row.summary.incomplete}. Its numbers are partial or missing; run it again."
+            for row in rows if row.summary.incomplete]
+
+
+def disturbed_warnings(rows: list[Row], root: Path) -> list[str]:
+    """One line per run that other processes disturbed: where, and what they took."""
+    return [f"{_relative(row.path, root)}: other processes disturbed this run "
+            f"({row.disturbed_why or 'see results.json interference'}); its numbers may be "
+            "slower than the machine's own. Run it again on a quiet machine."
+            for row in rows if row.disturbed == "yes"]
+
+
+def to_csv(rows: list[Row], root: Path) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HEADER)
+    for row in rows:
+        writer.writerow(row_values(row, root))
+    return buffer.getvalue()
+
+
+def to_markdown(rows: list[Row], root: Path) -> str:
+    lines = markdown_table(HEADER, [[v or "-" for v in ordered(HEADER, _shown(row, root))]
+                                    for row in rows])
+    note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. None for Offline "
+            "(one query of every sample); a percentile p needs more than 1/(1-p) queries "
+            "(p99: 101, p99.9: 1001), else it would be the slowest query and reads n/a (k "
+            "queries). Runs marked `quick` are development runs, not valid for submission.\n")
+    broken = incomplete_warnings(rows, root)
+    if broken:
+        note += ("\n**Warning: some runs' LoadGen logs are incomplete (truncated); they are "
+                 "marked INCOMPLETE:**\n\n" + "".join(f"- {line}\n" for line in broken))
+    hot = [row for row in rows if row.throttled == "yes"]
+    if hot:
+        note += ("\n**Warning: the board throttled during these runs; their numbers are not its "
+                 "steady speed (cool it and run them again):**\n\n" + "".join(
+                     f"- {_relative(row.path, root)}: {row.throttling_reasons}\n" for row in hot))
+    disturbed = disturbed_warnings(rows, root)
+    if disturbed:
+        note += ("\n**Warning: other processes used the machine during these runs:**\n\n"
+                 + "".join(f"- {line}\n" for line in disturbed))
+    return "\n".join(lines) + "\n" + note
+
+
+def write_report(root: str | Path) -> tuple[list[Row], Path, Path]:
+    """Write ``report.csv`` and ``report.md`` into ``root``; return rows and both paths."""
+    base = Path(root)
+    rows = find_runs(base)
+    csv_path, md_path = base / "report.csv", base / "report.md"
+    atomic_write_text(csv_path, to_csv(rows, base))
+    atomic_write_text(md_path, to_markdown(rows, base))
+    return rows, csv_path, md_path

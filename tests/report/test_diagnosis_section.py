@@ -1,0 +1,98 @@
+"""The report's Diagnosis section, from a diagnosis record written like run.py diagnose's."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from quantmark.report import diagnosis_section as diagnosis
+
+
+def _record(**changes):
+    layers = [
+        {"name": f"conv{i}", "op_type": "Conv", "precision": "int8" if i else "fp32",
+         "reference": f"conv{i}", "reference_op": "Conv", "reference_precision": "fp32",
+         "matched_by": "name", "shape": [8, 4, 4], "sqnr_db": 30.0 - 5 * i, "cosine": 0.99,
+         "lost_db": float(i), "inputs": [f"conv{i - 1}"] if i else []}
+        for i in range(4)]
+    record = {
+        "kind": "diagnosis", "model": "m", "sut": "ort-int8", "against": "ort-fp32",
+        "samples": 8, "damage": [["conv2", 100.0]], "layers": layers,
+        "worst": ["conv3", "conv2"], "first_jump": "conv3", "matched": {"name": 4},
+        "unmatched": {"test": [], "reference": ["extra"]},
+        "jump_rule": {"jump_db": 6.0, "near_worst_db": 1.0, "lossless_db": 30.0},
+        "capture": {"test": {"method": "outputs <added>", "precision_source": "profiler"},
+                    "reference": {"method": "x", "precision_source": "y"}},
+        "exclusion": "nodes_to_exclude",
+        "recovery": {"eval_samples": 64, "rounds": 3, "rows": [
+            {"label": "K=0", "k": 0, "excluded": [], "top1": 50.0, "top1_change_vs_k0": None,
+             "samples_per_s": {"median": 100.0, "low": 90.0, "high": 110.0},
+             "speed_vs_k0": {"ratio": 1.0, "low": 1.0, "high": 1.0}, "speed_lost_pct": 0.0,
+             "top1_per_speed_point": None, "disturbed_rounds": 0},
+            {"label": "K=1", "k": 1, "excluded": ["conv3"], "top1": 60.0,
+             "top1_change_vs_k0": {"points": 10.0, "low": 5.0, "high": 15.0},
+             "samples_per_s": {"median": 90.0, "low": None, "high": None},
+             "speed_vs_k0": {"ratio": 0.9, "low": 0.85, "high": 0.95},
+             "speed_lost_pct": 10.0, "top1_per_speed_point": 1.0, "disturbed_rounds": 1}]}}
+    record.update(changes)
+    return record
+
+
+def test_load_reads_diagnoses_and_skips_what_it_cannot_read(tmp_path, caplog):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(_record()))
+    (tmp_path / "b").mkdir()
+    old = _record()
+    del old["layers"][0]["lost_db"]
+    (tmp_path / "b" / "results.json").write_text(json.dumps(old))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.json").write_text(json.dumps({"config": {}}))  # a run's
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / ".tmp" / "results.json").write_text(json.dumps(_record()))  # in progress
+    found = diagnosis.load([tmp_path])
+    assert [record["folder"] for record in found] == [str(tmp_path / "a")]
+    assert "cannot read" in caplog.text
+
+
+def test_tables_name_the_worst_layers_and_the_curve():
+    record = _record()
+    rows = list(csv.DictReader(io.StringIO(diagnosis.layers_csv(record))))
+    assert [row["worst_rank"] for row in rows] == ["", "", "2", "1"]
+    assert rows[3]["shape"] == "8x4x4"
+    worst = diagnosis.worst_rows(record)
+    assert worst[0][:4] == ["1", "conv3 (first jump)", "Conv", "int8"]
+    curve = list(csv.reader(io.StringIO(diagnosis.recovery_csv(record))))
+    assert curve[2][:4] == ["K=1", "1", "60.00", "+10.00 [+5.00, +15.00]"]
+    assert curve[2][4] == "90.0 (1 disturbed)"  # no interval: the point alone, flagged
+    markdown = "\n".join(diagnosis.markdown(record))
+    assert "damaged conv2 x100" in markdown and "### Recovery curve (64 samples" in markdown
+    assert "first jump" in markdown and "nodes_to_exclude" in markdown
+    assert "1 of ort-fp32" in markdown  # the unmatched reference layer is counted
+    assert "&lt;added&gt;" in diagnosis.to_html(record)
+
+
+def test_the_figure_is_drawn_with_and_without_a_curve(tmp_path):
+    assert diagnosis.draw(_record(), tmp_path / "a.png").stat().st_size > 1000
+    plain = _record()
+    del plain["recovery"]
+    assert diagnosis.draw(plain, tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+    record = {**plain, "folder": str(tmp_path), "figure": "b.png"}
+    figures = diagnosis.figures([record])
+    assert len(figures) == 1 and figures[0].png[:4] == b"\x89PNG"
+
+
+def test_agreement_puts_each_suts_worst_layers_under_the_references_names():
+    ort = _record()  # worst conv3, conv2, all named as the reference names them
+    ov = _record(sut="ov-int8", worst=["l2", "l1"])
+    for layer, reference in zip(ov["layers"], ("conv0", "conv1", "conv2", "conv3"),
+                                strict=True):
+        layer["name"], layer["reference"] = f"l{reference[-1]}", reference
+    lone = _record(against="other-fp32")  # no second diagnosis against other-fp32
+    [(heading, header, rows)] = diagnosis.agreement([ort, ov, lone])
+    assert "named as ort-fp32 names them" in heading
+    assert header == ["ort-fp32 layer", "ort-int8", "ov-int8", "among the worst of"]
+    # by best rank, then by how many SUTs rank the layer among their worst
+    assert rows == [["conv2", "2", "1", "2 of 2"], ["conv3", "1", "-", "1 of 2"],
+                    ["conv1", "-", "2", "1 of 2"]]
+    assert "## Diagnosis agreement" in "\n".join(diagnosis.agreement_markdown([ort, ov]))

@@ -1,0 +1,79 @@
+"""No two modules of the installed package share a name, and no module is named like a package:
+where a name says what a thing is, one reader, one grep and one traceback line find one file.
+
+The framework folders (``sut/<framework>/``) are the exception by design: each repeats the same
+template (``backend.py``, ``suts.py``, ``convert.py`` ...). They are compared with nothing among
+themselves, but no module outside them may take one of their names either."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def _parts() -> dict[str, Path]:
+    """Each part of the installed ``quantmark`` and the repository folder it comes from, as
+    setup.py maps them (its ``PARTS``: ``sut/`` is ``quantmark.sut`` ...)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "PARTS":
+            parts = ast.literal_eval(node.value)
+            break
+    else:
+        raise AssertionError("setup.py has no PARTS")
+    return {"quantmark": ROOT / "quantmark", **{f"quantmark.{p}": ROOT / p for p in parts}}
+
+
+def _framework_folders() -> list[Path]:
+    return [d for d in sorted((ROOT / "sut").iterdir()) if (d / "__init__.py").is_file()]
+
+
+def _inventory() -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
+    """File name -> dotted modules, for modules outside and inside the framework folders, and
+    package name -> dotted packages."""
+    modules: dict[str, list[str]] = defaultdict(list)
+    framework: dict[str, list[str]] = defaultdict(list)
+    packages: dict[str, list[str]] = defaultdict(list)
+    folders = _framework_folders()
+    for dotted, base in _parts().items():
+        for path in sorted(base.rglob("*.py")):
+            if "__pycache__" in path.parts or not (path.parent / "__init__.py").is_file():
+                continue
+            name = ".".join([dotted, *path.relative_to(base).with_suffix("").parts])
+            if path.name == "__init__.py":
+                package = name.removesuffix(".__init__")
+                packages[package.rsplit(".", 1)[-1]].append(package)
+            elif any(folder in path.parents for folder in folders):
+                framework[path.stem].append(name)
+            else:
+                modules[path.stem].append(name)
+    return modules, framework, packages
+
+
+def test_the_inventory_sees_the_installed_layout():
+    modules, framework, packages = _inventory()
+    assert modules["cli"] == ["quantmark.cli"]
+    assert "quantmark.sut.registry" in modules["registry"]
+    assert "quantmark.sut.onnxruntime.backend" in framework["backend"]
+    assert "quantmark.ground" in packages["ground"]
+
+
+def test_no_two_modules_share_a_name():
+    modules, _, _ = _inventory()
+    shared = {name: where for name, where in modules.items() if len(where) > 1}
+    assert not shared, f"modules sharing a file name (rename one): {shared}"
+
+
+def test_no_module_is_named_like_a_package():
+    modules, _, packages = _inventory()
+    clash = {name: modules[name] + packages[name] for name in modules if name in packages}
+    assert not clash, f"modules named like a package (rename the module): {clash}"
+
+
+def test_no_module_takes_a_framework_folders_name():
+    modules, framework, _ = _inventory()
+    clash = {name: modules[name] + framework[name] for name in modules if name in framework}
+    assert not clash, f"modules named like a framework folder's template module: {clash}"
