@@ -6,14 +6,24 @@ Each framework lives in one folder, ``sut/<framework>/``, whose ``suts`` module 
 those modules (``sut.registry``), so listing, looking up and checking SUT names never imports a
 framework. A framework outside quantmark declares the same in its own module and names that
 module in the ``quantmark.frameworks`` entry-point group.
+
+What a SUT computes in is data of its entry, written once: the precision key its backend
+dispatches on, the executed precisions its load-time check must find, and whether it calibrates.
+Backends, converters and the record read these fields; none keeps a name -> precision table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 #: (--sut-option key, accepted values) pairs
 Options = tuple[tuple[str, tuple[str, ...]], ...]
+#: the precision keys quantmark's own backends compute in; a plugin framework may use its own
+#: ("int4"): its backend is the one that reads it
+PRECISION_KEYS = ("fp32", "fp16", "bf16", "int8", "int8dyn", "mixed")
+#: a precision key is one lower-case word: "fp32", "int8dyn", not display text
+PRECISION_KEY_PATTERN = r"[a-z][a-z0-9]*"
 
 
 @dataclass(frozen=True)
@@ -50,19 +60,43 @@ class SutInfo:
     # the package that declared the SUT, which a relative factory resolves against; filled in
     # by the registry
     package: str = ""
+    # the precision key the backend computes in (PRECISION_KEYS: "int8" is static INT8,
+    # "int8dyn" dynamic); required: the registry refuses a framework whose SUT has none
+    precision_key: str = ""
+    # the executed precisions, as the framework's own evidence names them, of which the
+    # backend's load-time check must find at least one among the compute layers before the SUT
+    # measures ("int8" for both INT8 kinds; "bf16" or "fp16" for a mixed-precision rewrite);
+    # () where the framework shows no per-layer precision (ONNX Runtime's TensorRT provider);
+    # not declared (None): the precision key itself
+    proof: tuple[str, ...] | None = None
+    # it quantizes with the shared calibration set (static INT8); not declared (None): the
+    # precision key is "int8"
+    needs_calibration: bool | None = None
 
     def __post_init__(self) -> None:
-        """Derive variant and family from the name where they were not declared."""
+        """Derive variant and family from the name, proof and needs_calibration from the
+        precision key, where they were not declared."""
         variant = self.variant or self.name.rpartition("-")[2]
         suffix = f"-{variant}"
         family = self.family or (self.name[:-len(suffix)] if self.name.endswith(suffix)
                                  else self.name)
         object.__setattr__(self, "variant", variant)
         object.__setattr__(self, "family", family)
+        if self.proof is None and self.precision_key:
+            object.__setattr__(self, "proof", (self.precision_key,))
+        if self.needs_calibration is None and self.precision_key:
+            object.__setattr__(self, "needs_calibration", self.precision_key == "int8")
 
     @property
     def implemented(self) -> bool:
         return self.factory is not None
+
+    def proven(self, found: Iterable[str] | Mapping[str, int]) -> bool:
+        """Whether the executed precisions a backend found (names, or name -> layer count)
+        include one that proves the SUT's precision; always so where nothing can prove it."""
+        if isinstance(found, Mapping):
+            found = [precision for precision, count in found.items() if count]
+        return not self.proof or bool(set(found) & set(self.proof))
 
 
 @dataclass(frozen=True)

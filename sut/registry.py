@@ -18,6 +18,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,11 +27,12 @@ from typing import Any
 from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import gpu_present
 from quantmark.ground.fingerprint import package_version as _dist_version
-from quantmark.sut.info import FrameworkInfo, SutInfo
+from quantmark.sut.info import PRECISION_KEY_PATTERN, PRECISION_KEYS, FrameworkInfo, SutInfo
 
 __all__ = ["ENTRY_POINT_GROUP", "FP32_BASELINE", "FRAMEWORKS", "GPU_FP32_BASELINE", "SUTS",
-           "FrameworkInfo", "SutInfo", "availability", "check_options", "fp32_baseline",
-           "get_sut", "load_factory", "require_available", "variant_order"]
+           "FrameworkInfo", "SutInfo", "availability", "check_options", "factory_module",
+           "find_sut", "fp32_baseline", "get_sut", "load_factory", "module_sut",
+           "needs_calibration", "require_available", "variant_order"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,25 @@ def _load(module_name: str, attribute: str) -> tuple[FrameworkInfo, str]:
     framework = getattr(module, attribute, None)
     if not isinstance(framework, FrameworkInfo):
         raise TypeError(f"{module_name}.{attribute} is not a quantmark.sut.info.FrameworkInfo")
+    for info in framework.suts:
+        _check_declared(info, f"{module_name}.{attribute}")
     return framework, module.__package__ or ""
+
+
+def _check_declared(info: Any, where: str) -> None:
+    """A SUT must say what it computes in: its precision key is data every backend, converter
+    and record reads, and there is no default that could be right for it."""
+    if not isinstance(info, SutInfo):
+        raise TypeError(f"{where}: {info!r} is not a quantmark.sut.info.SutInfo")
+    if not re.fullmatch(PRECISION_KEY_PATTERN, info.precision_key):
+        got = f"{info.precision_key!r}, not a key" if info.precision_key else "none"
+        raise TypeError(f"{where}: SUT {info.name!r} declares precision_key={got}: declare "
+                        f"the one lower-case key its backend computes in "
+                        f"(SutInfo(..., precision_key=...): {', '.join(PRECISION_KEYS)}, or "
+                        f"the framework's own)")
+    if not isinstance(info.needs_calibration, bool) or not isinstance(info.proof, tuple):
+        raise TypeError(f"{where}: SUT {info.name!r}: needs_calibration must be a bool and "
+                        "proof a tuple of executed precisions")
 
 
 def _declared() -> list[tuple[FrameworkInfo, str]]:
@@ -131,6 +151,44 @@ def get_sut(name: str) -> SutInfo:
         return SUTS[name]
     except KeyError:
         raise UserError(f"unknown SUT '{name}'; valid SUTs: {', '.join(SUTS)}") from None
+
+
+def needs_calibration(name: str) -> bool:
+    """Whether the SUT ``name`` quantizes with the shared calibration set (its entry says so;
+    what a result records about calibration follows from it)."""
+    return bool(get_sut(name).needs_calibration)
+
+
+def factory_module(info: SutInfo) -> str:
+    """The absolute module of the SUT's factory ("quantmark.sut.pytorch.cuda"); "" if none."""
+    if info.factory is None:
+        return ""
+    module = info.factory.partition(":")[0]
+    return importlib.util.resolve_name(module, info.package or __package__)
+
+
+def module_sut(name: str, module: str) -> SutInfo:
+    """The entry of ``name`` when ``module``'s factory builds it: a backend module asked for
+    another module's SUT answers with one line naming the SUTs it builds."""
+    info = SUTS.get(name)
+    if info is None or factory_module(info) != module:
+        own = [other.name for other in SUTS.values() if factory_module(other) == module]
+        raise UserError(f"{module} has no SUT {name!r}; it runs {', '.join(own)}")
+    return info
+
+
+def find_sut(framework: str, precision_key: str, device: str = "cpu") -> SutInfo:
+    """The one SUT of ``framework`` on ``device`` computing in ``precision_key`` (a backend
+    built from a precision, a converter naming the SUT that fits a user's file)."""
+    found = [info for info in SUTS.values() if info.framework == framework
+             and info.device == device and info.precision_key == precision_key]
+    if len(found) != 1:
+        keys = sorted({info.precision_key for info in SUTS.values()
+                       if info.framework == framework and info.device == device})
+        what = "no" if not found else "more than one"
+        raise UserError(f"{framework} has {what} {device} SUT computing in {precision_key!r} "
+                        f"(its precision keys: {', '.join(keys) or 'none'})")
+    return found[0]
 
 
 def variant_order() -> tuple[str, ...]:

@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.registry import find_sut, module_sut
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +39,6 @@ INTEGER_KERNELS = frozenset({
 FLOAT_COMPUTE = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "Gemm", "FusedGemm", "MatMul",
                            "FusedMatMul", "NhwcConv"})
 TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "double": "fp64"}
-PRECISIONS = {"ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8": "int8",
-              "ort-int8dyn": "int8dyn"}
 
 
 def node_kernel_events(profile: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -76,9 +76,11 @@ class OnnxRuntimeBackend(Backend):
     """One ORT InferenceSession on the CPU execution provider."""
 
     def __init__(self, model_path: str, precision: str, threads: int, artifact: Any,
-                 spin: bool = True) -> None:
+                 spin: bool = True, sut: SutInfo | None = None) -> None:
         self.model_path = model_path
         self.precision = precision
+        # the registry entry whose proof the load-time check demands
+        self.sut = sut or find_sut("onnxruntime", precision)
         self.threads = threads
         self.spin = spin
         self.artifact = artifact
@@ -143,20 +145,23 @@ class OnnxRuntimeBackend(Backend):
         return np.zeros(shape, np.float32)
 
     def _check(self, per_precision: dict[str, int]) -> None:
-        name = f"ort-{self.precision}"
-        if self.precision.startswith("int8") and not per_precision.get("int8"):
-            raise SutError(f"{name}: onnxruntime ran no integer kernel (compute nodes by "
-                           f"precision: {per_precision}); refusing to measure FP32 as INT8")
+        name = self.sut.name
         if self.precision == "fp32" and per_precision.get("int8"):
             raise SutError(f"{name}: model runs integer kernels {per_precision}; pass an FP32 "
                            "model")
-        if self.precision == "fp16" and not per_precision.get("fp16"):
-            note = ("this CPU execution provider has no FP16 convolution/GEMM kernels: "
-                    "onnxruntime ran every compute node in FP32 behind casts, so ort-fp16 "
-                    "measures FP32 compute with FP16 storage")
-            self._executed["precision_note"] = note
-            executed = self._executed["executed_precision"]
-            log.warning("ort-fp16 executed as %s: %s", executed, note)
+        if self.sut.proven(per_precision):
+            return
+        if self.precision != "fp16":
+            ran = "+".join(per_precision).upper() or "a run with no compute kernel"
+            raise SutError(f"{name}: onnxruntime ran no {'/'.join(self.sut.proof)} compute "
+                           f"kernel (compute nodes by precision: {per_precision}); refusing to "
+                           f"measure {ran} as {'/'.join(self.sut.proof).upper()}")
+        # the CPU provider's known gap: ort-fp16 runs, and its record says so
+        note = ("this CPU execution provider has no FP16 convolution/GEMM kernels: "
+                "onnxruntime ran every compute node in FP32 behind casts, so ort-fp16 "
+                "measures FP32 compute with FP16 storage")
+        self._executed["precision_note"] = note
+        log.warning("%s executed as %s: %s", name, self._executed["executed_precision"], note)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
         return self._session.run(None, {self._input_name: batch})[0]
@@ -233,7 +238,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     from quantmark.models.source import fp32_onnx, is_torch_weights
     from quantmark.sut.onnxruntime import quantize
 
-    precision = PRECISIONS[name]
+    sut = module_sut(name, __name__)
+    precision = sut.precision_key
     path = options.model_path
     if path and not (path.endswith(".onnx") or is_torch_weights(path)):
         raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
@@ -257,4 +263,5 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     # spinning intra-op threads would starve those threads of the CPU between predictions;
     # so would they the other members of an ensemble (co-located models).
     spin = options.scenario != "Server" and not options.co_located
-    return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin)
+    return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin,
+                              sut)

@@ -64,13 +64,13 @@ from quantmark.sut.onnxruntime.backend import (
 )
 from quantmark.sut.onnxruntime.providers import (
     CPU_EP,
-    SUTS,
     cuda_stream_policy,
+    gpu_sut,
     provider_options,
     requested_provider,
 )
 from quantmark.sut.onnxruntime.suts import CUDA_EP, TRT_EP, TRT_INT8_ROUTE_OPTION
-from quantmark.sut.registry import check_options, get_sut
+from quantmark.sut.registry import check_options
 
 log = logging.getLogger(__name__)
 
@@ -223,9 +223,10 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
 
     def __init__(self, name: str, artifact: Any, *, scenario: str, batch_size: int,
                  threads: int, table: Any = None, route: str | None = None) -> None:
-        provider, precision = SUTS[name]
-        super().__init__(str(artifact.path), precision, threads, artifact,
-                         spin=scenario != "Server")
+        sut = gpu_sut(name)
+        provider = requested_provider(name)
+        super().__init__(str(artifact.path), sut.precision_key, threads, artifact,
+                         spin=scenario != "Server", sut=sut)
         self.name = name
         self.provider = provider
         self.scenario = scenario
@@ -276,7 +277,7 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
         self._executed["placement"] = summary
         self._executed["evidence"] = ("onnxruntime profiler: the provider and input types of "
                                       "every node of one run at load")
-        if self.provider == TRT_EP:
+        if not self.sut.proof:  # TensorRT's engine: its build flags, not per-layer evidence
             flags = "int8+fp16" if self.precision == "int8" else "fp16"
             self._executed["executed_precision"] = tensorrt_precision(flags, per_precision)
             self._executed["tensorrt_note"] = (
@@ -286,10 +287,12 @@ class OnnxRuntimeGpuBackend(OnnxRuntimeBackend):
                 log.warning("%s: compute nodes outside TensorRT, on the CUDA provider: %s",
                             self.name, summary["compute_outside_tensorrt"])
             return
-        if self.precision == "fp16" and not per_precision.get("fp16"):
-            raise SutError(f"{self.name}: no compute kernel ran in FP16 (compute nodes by "
-                           f"precision: {per_precision}); refusing to measure FP32 as FP16")
-        if self.precision == "fp32" and set(per_precision) - {"fp32"}:
+        if not self.sut.proven(per_precision):
+            proof = "/".join(self.sut.proof).upper()
+            raise SutError(f"{self.name}: no compute kernel ran in {proof} (compute nodes by "
+                           f"precision: {per_precision}); refusing to measure "
+                           f"{'+'.join(per_precision).upper() or 'nothing'} as {proof}")
+        if self.precision == "fp32" and set(per_precision) - set(self.sut.proof):
             raise SutError(f"{self.name}: compute kernels ran in {per_precision}, not only "
                            "FP32; pass an FP32 model")
 
@@ -334,9 +337,9 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     from quantmark.models.source import fp32_onnx, is_torch_weights
     from quantmark.sut.onnxruntime import quantize
 
-    requested_provider(name)  # unknown names: one line listing the valid ones
-    precision = SUTS[name][1]
-    check_options(get_sut(name), options.extra)
+    sut = gpu_sut(name)  # unknown names: one line listing the valid ones
+    precision = sut.precision_key
+    check_options(sut, options.extra)
     route = str(options.extra.get(TRT_INT8_ROUTE_OPTION, "calibrator"))
     path = options.model_path
     if path and not (path.endswith(".onnx") or is_torch_weights(path)):

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
+from quantmark.sut.info import SutInfo
 from quantmark.sut.onnxruntime.suts import CUDA_EP, TRT_EP
+from quantmark.sut.registry import module_sut
 
 CPU_EP = "CPUExecutionProvider"
-#: SUT -> (the execution provider it must run on, requested precision)
-SUTS: dict[str, tuple[str, str]] = {"ort-cuda-fp32": (CUDA_EP, "fp32"),
-                                    "ort-cuda-fp16": (CUDA_EP, "fp16"),
-                                    "ort-trt-fp16": (TRT_EP, "fp16"),
-                                    "ort-trt-int8": (TRT_EP, "int8")}
+#: the module whose factory builds the GPU SUTs (their registry entries name it)
+GPU_MODULE = "quantmark.sut.onnxruntime.gpu"
 
 #: CUDA provider options that give a session one provider-level stream instead of a pool
 #: (cuda_execution_provider.cc: either one sets use_ep_level_unified_stream_)
@@ -45,13 +44,15 @@ def cuda_stream_policy(providers: list[Any]) -> str:
 
 # --------------------------------------------------------------------------- provider options
 
+def gpu_sut(name: str) -> SutInfo:
+    """The registry entry of the GPU SUT ``name``; any other name gets one line listing them."""
+    return module_sut(name, GPU_MODULE)
+
+
 def requested_provider(name: str) -> str:
-    """The execution provider ``name`` must run on."""
-    try:
-        return SUTS[name][0]
-    except KeyError:
-        raise UserError(f"quantmark.sut.onnxruntime.gpu has no SUT {name!r}; it runs "
-                        f"{', '.join(SUTS)}") from None
+    """The execution provider ``name`` must run on: its entry's GPU build
+    ("ort:CUDAExecutionProvider")."""
+    return gpu_sut(name).gpu_build.partition(":")[2]
 
 
 def cuda_options(scenario: str = "Offline", device_id: int = 0) -> dict[str, str]:
@@ -77,7 +78,7 @@ def trt_options(name: str, *, input_name: str, sample_shape: tuple[int, ...],
     """
     if requested_provider(name) != TRT_EP:
         raise UserError(f"{name} does not run on the TensorRT execution provider")
-    precision = SUTS[name][1]
+    precision = gpu_sut(name).precision_key
     dims = "x".join(str(int(d)) for d in sample_shape)
     low, high = batch_range
     options = {

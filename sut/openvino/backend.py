@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS
+from quantmark.sut.registry import find_sut, module_sut
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = {"ov-fp32": "fp32", "ov-bf16": "bf16", "ov-fp16": "fp16", "ov-int8": "int8"}
 #: layer types (CPU plugin names) that do the arithmetic; the rest is data movement
 COMPUTE_LAYERS = frozenset({
     "Convolution", "GroupConvolution", "Deconvolution", "BinaryConvolution", "FullyConnected",
@@ -106,7 +107,8 @@ class OpenVinoBackend(Backend):
     """One compiled model on the CPU plugin; one InferRequest per calling thread."""
 
     def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
-                 artifact: Any, api: str = "sync", co_located: bool = False) -> None:
+                 artifact: Any, api: str = "sync", co_located: bool = False,
+                 sut: SutInfo | None = None) -> None:
         if api not in OV_APIS:
             raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
         self.api = api
@@ -115,6 +117,8 @@ class OpenVinoBackend(Backend):
         self.static_batch = 1 if scenario == "SingleStream" else 0
         self.model_path = model_path
         self.precision = precision
+        # the registry entry whose proof the load-time check demands
+        self.sut = sut or find_sut("openvino", precision)
         self.scenario = scenario
         #: one call at a time with all its cores (latency hint): an ensemble member, whose
         #: ensemble calls it once per batch while other models share the machine
@@ -204,20 +208,20 @@ class OpenVinoBackend(Backend):
 
     def _check(self, counts: dict[str, dict[str, int]]) -> None:
         """Refuse to measure one precision under another's name (fp16 -> bf16 excepted)."""
-        name = f"ov-{self.precision}"
+        name = self.sut.name
         ran = sorted(counts)
         if not counts:
             raise SutError(f"{name}: the compiled model has no compute layer (Convolution, "
                            "FullyConnected, MatMul, ...); cannot tell what precision ran")
         if self.precision == "int8":
-            if "int8" not in counts:
+            if not self.sut.proven(counts):
                 raise SutError(f"{name}: no compute layer runs i8/u8 (runtime precisions "
                                f"{ran}); refusing to measure FP32 as INT8")
             return
         if "int8" in counts:
             raise SutError(f"{name}: the model runs INT8 compute layers {counts['int8']}; "
                            "pass an FP32 model (a quantized IR belongs to ov-int8)")
-        if self.precision in counts:
+        if self.sut.proven(counts):
             return
         if self.precision == "fp16" and "bf16" in counts:
             capabilities = self._executed["cpu_capabilities"]
@@ -345,7 +349,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
     """
     from quantmark.sut.openvino.convert import ov_fp32_ir, ov_int8_ir
 
-    precision = PRECISIONS[name]
+    sut = module_sut(name, __name__)
+    precision = sut.precision_key
     path = options.model_path
     if path and not str(path).endswith(MODEL_SUFFIXES):
         raise UserError(f"--model-path {path}: the OpenVINO SUTs take a torch state_dict "
@@ -360,4 +365,4 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
         artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash())
     return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
                            artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
-                           co_located=options.co_located)
+                           co_located=options.co_located, sut=sut)

@@ -32,6 +32,7 @@ import numpy as np
 
 from quantmark.ground.errors import UserError
 from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe
+from quantmark.sut.registry import get_sut
 
 log = logging.getLogger(__name__)
 
@@ -245,14 +246,13 @@ def rebuild(name: str, options: Any, spec: Any, calibration: Any, recipe: Recipe
     """The SUT ``name`` as ``create`` makes it, its INT8 IR quantized with ``recipe``."""
     from quantmark.sut.openvino.backend import (
         DEFAULT_API,
-        PRECISIONS,
         OpenVinoBackend,
         create,
     )
     from quantmark.sut.openvino.convert import ov_fp32_ir, ov_int8_ir
     from quantmark.sut.openvino.suts import OV_API_OPTION
 
-    if PRECISIONS[name] != "int8" or not recipe.key():
+    if get_sut(name).precision_key != "int8" or not recipe.key():
         return create(name, options, spec, calibration)
     artifact = ov_fp32_ir(spec, options.model_path)
     if artifact.precision == "int8":

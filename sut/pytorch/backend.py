@@ -29,11 +29,11 @@ import torch
 from torch import nn
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.pytorch import quantize as tq
+from quantmark.sut.registry import module_sut
 
-MODES = {"torch-fp32": "fp32", "torch-bf16": "bf16", "torch-int8": "int8",
-         "torch-int8dyn": "int8dyn", "torch-compile": "compile"}
 COMPUTE_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 COMPILE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}  # inductor reorders float sums
 _FORMAT_SUTS = {".onnx": "ort-", ".xml": "ov-", ".tflite": "tflite-"}
@@ -63,6 +63,12 @@ def layer_output_dtypes(model: nn.Module, x: torch.Tensor,
     return {name: dict(counts) for name, counts in sorted(seen.items())}
 
 
+def mode_of(sut: SutInfo) -> str:
+    """How a torch SUT is loaded and run: its precision key, or "compile" for the compiled
+    variant (FP32 through torch.compile)."""
+    return "compile" if sut.variant == "compile" else sut.precision_key
+
+
 def _count(dtypes: dict[str, dict[str, int]], dtype: str) -> int:
     return sum(per.get(dtype, 0) for per in dtypes.values())
 
@@ -80,7 +86,8 @@ class TorchBackend(Backend):
     def __init__(self, name: str, spec: Any, artifact: Any, options: SutOptions,
                  sample: np.ndarray, model: nn.Module | None = None) -> None:
         self.name = name
-        self.mode = MODES[name]
+        self.sut = module_sut(name, __name__)
+        self.mode = mode_of(self.sut)
         self.spec = spec
         self.artifact = artifact
         self.label_offset = int(spec.label_offset)
@@ -108,7 +115,7 @@ class TorchBackend(Backend):
     def _load_fp32(self, x: torch.Tensor) -> None:
         dtypes = layer_output_dtypes(self._model, x)
         others = {k: v for k, v in dtypes.items() if set(v) != {"float32"}}
-        if others:
+        if others or not self.sut.proven({"fp32": _count(dtypes, "float32")}):
             raise SutError(f"{self.name}: Conv/Linear layers output {others}, not float32")
         self._run = self._model
         self._executed = {"executed_precision": "fp32",
@@ -118,7 +125,7 @@ class TorchBackend(Backend):
     def _load_bf16(self, x: torch.Tensor) -> None:
         dtypes = layer_output_dtypes(self._model, x, autocast=True)
         bf16, fp32 = _count(dtypes, "bfloat16"), _count(dtypes, "float32")
-        if bf16 == 0:
+        if not self.sut.proven({"bf16": bf16, "fp32": fp32}):
             raise SutError(f"{self.name}: no Conv/Linear layer ran in bfloat16 under autocast "
                            f"({dtypes}); refusing to measure FP32 as BF16")
         self._run = self._model
@@ -135,7 +142,7 @@ class TorchBackend(Backend):
         ops = tq.script_op_counts(script)
         integer, floating = tq.compute_op_split(ops)
         n_int, n_float = sum(integer.values()), sum(floating.values())
-        if n_int == 0:
+        if not self.sut.proven({"int8": n_int, "fp32": n_float}):
             raise SutError(f"{self.name}: the INT8 TorchScript runs no quantized conv/linear "
                            f"kernel (float compute: {floating or 'none'}); refusing to measure "
                            "FP32 as INT8")
@@ -160,7 +167,7 @@ class TorchBackend(Backend):
                       for m in model.modules())
         dtypes = layer_output_dtypes(model, x)  # only float Conv/Linear left are hooked
         left = sum(sum(per.values()) for per in dtypes.values())
-        if dynamic == 0:
+        if not self.sut.proven({"int8": dynamic, "fp32": left}):
             raise SutError(f"{self.name}: quantize_dynamic quantized no Linear layer (float "
                            f"layers: {dtypes}); refusing to measure FP32 as INT8")
         self._run = model
@@ -329,11 +336,9 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
 
     ``calibration`` is only read for torch-int8; the other SUTs probe with a seeded input.
     """
-    if name not in MODES:
-        raise UserError(f"{__name__} has no SUT {name!r}; it runs {', '.join(MODES)}")
+    mode = mode_of(module_sut(name, __name__))
     _check_model_path(options.model_path)
     fp32 = tq.fp32_weights(spec, options.model_path)
-    mode = MODES[name]
     if mode == "int8":
         data = calibration.arrays("NCHW")
         artifact = tq.quantize_static_int8(spec, fp32, data, calibration.hash())

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.errors import SutError
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.pytorch import quantize as tq
 from quantmark.sut.pytorch.backend import (
@@ -60,14 +60,14 @@ from quantmark.sut.pytorch.backend import (
     _count,
     _dtype_name,
     layer_output_dtypes,
+    mode_of,
 )
 from quantmark.sut.pytorch.suts import CUDA_GRAPHS_OPTION
-from quantmark.sut.registry import check_options, get_sut
+from quantmark.sut.registry import check_options, get_sut, module_sut
 
-MODES = {"torch-cuda-fp32": "fp32", "torch-cuda-fp16": "fp16", "torch-cuda-bf16": "bf16",
-         "torch-cuda-compile": "compile", "torch-cuda-int8": "int8"}
+#: the dtype of model and input per mode_of (torchao's int8dyn quantizes an FP32 model)
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-          "compile": torch.float32, "int8": torch.float32}
+          "compile": torch.float32, "int8dyn": torch.float32}
 SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 COMPILE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}  # inductor's fused kernels reorder float sums
 TORCHAO_NEEDED = "needs torchao (pip install torchao) and a CUDA GPU"
@@ -176,7 +176,7 @@ def int8_evidence(name: str, model: nn.Module, classes: dict[str, int]) -> dict[
     quantized = sum(n for cls, n in classes.items() if cls not in ("Parameter", "Tensor"))
     float_layers = sum(1 for m in model.modules() if isinstance(m, COMPUTE_LAYERS)
                        and type(m.weight).__name__ in ("Parameter", "Tensor"))
-    if quantized == 0:
+    if not get_sut(name).proven({"int8": quantized, "fp32": float_layers}):
         raise SutError(f"{name}: torchao quantized no Linear layer (Linear weights: "
                        f"{classes or 'none'}); refusing to measure FP32 as INT8")
     return {"executed_precision": "int8" if float_layers == 0 else "int8+fp32",
@@ -193,7 +193,7 @@ def dtype_evidence(name: str, dtypes: dict[str, dict[str, int]], want: str) -> d
     total = sum(sum(per.values()) for per in dtypes.values())
     others = {k: v for k, v in dtypes.items() if set(v) != {want}}
     short = SHORT.get(want, want)
-    if wanted == 0 or (want == "float32" and others):
+    if not get_sut(name).proven({short: wanted}) or (want == "float32" and others):
         raise SutError(f"{name}: Conv/Linear layers output {dtypes}, not {want}; refusing to "
                        f"measure them as {short}")
     left = sorted({SHORT.get(d, d) for per in others.values() for d in per if d != want})
@@ -211,7 +211,7 @@ class TorchCudaBackend(Backend):
     def __init__(self, name: str, spec: Any, artifact: Any, options: SutOptions,
                  sample: np.ndarray, model: nn.Module) -> None:
         self.name = name
-        self.mode = MODES[name]
+        self.mode = mode_of(module_sut(name, __name__))
         self.dtype = DTYPES[self.mode]
         self.spec = spec
         self.artifact = artifact
@@ -249,7 +249,7 @@ class TorchCudaBackend(Backend):
         if self.dtype != torch.float32:
             model = model.to(self.dtype)
         x = torch.from_numpy(self._sample).to(self._device).to(self.dtype)
-        if self.mode == "int8":
+        if self.mode == "int8dyn":
             self._executed = int8_evidence(self.name, model, torchao_int8(model))
             self._run = model
         elif self.mode == "compile":
@@ -399,11 +399,11 @@ class TorchCudaBackend(Backend):
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TorchCudaBackend:
     """Check CUDA (and torchao for int8) first, then load the FP32 state_dict and build the
     backend. ``calibration`` is unused: torchao's int8 quantizes activations per call."""
-    if name not in MODES:
-        raise UserError(f"{__name__} has no SUT {name!r}; it runs {', '.join(MODES)}")
-    check_options(get_sut(name), options.extra)
+    sut = module_sut(name, __name__)
+    mode = mode_of(sut)
+    check_options(sut, options.extra)
     require_cuda(name)
-    if MODES[name] == "int8":
+    if mode == "int8dyn":
         import importlib.util
 
         if importlib.util.find_spec("torchao") is None:
@@ -414,7 +414,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     size = spec.input_size
     sample = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0)).numpy()
     applied = {"fp16": "model.half() on CUDA at load", "bf16": "model.to(bfloat16) on CUDA at load",
-               "int8": "torchao quantize_(Int8DynamicActivationInt8Weight) at load",
-               "compile": "torch.compile(inductor) + CUDA graphs at load"}.get(MODES[name])
+               "int8dyn": "torchao quantize_(Int8DynamicActivationInt8Weight) at load",
+               "compile": "torch.compile(inductor) + CUDA graphs at load"}.get(mode)
     artifact = tq.with_meta(fp32, applied_at_load=applied) if applied else fp32
     return TorchCudaBackend(name, spec, artifact, options, sample, model)

@@ -39,6 +39,7 @@ from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe
 from quantmark.sut.pytorch import backend as tb
 from quantmark.sut.pytorch import quantize as tq
 from quantmark.sut.pytorch import recipe as lr
+from quantmark.sut.registry import SUTS, factory_module
 
 __all__ = ["DAMAGE", "EXCLUSION", "capture", "graph_layers", "int8_graph", "rebuild"]
 
@@ -379,7 +380,8 @@ def rebuild(name: str, options: SutOptions, spec: Any, calibration: Any,
     """``name`` as ``create`` makes it, quantized with ``recipe`` (cached with it in the key)."""
     if not recipe.key():
         return tb.create(name, options, spec, calibration)
-    if tb.MODES.get(name) != "int8":
+    info = SUTS.get(name)
+    if info is None or factory_module(info) != tb.__name__ or info.precision_key != "int8":
         raise UserError(f"a layer recipe applies to torch-int8 only, not {name}")
     tb._check_model_path(options.model_path)
     fp32 = tq.fp32_weights(spec, options.model_path)

@@ -43,10 +43,10 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.registry import get_sut, module_sut
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before tensorflow is first imported
 
-PRECISIONS = {"tf-fp32": "fp32", "tf-xla": "fp32", "tf-amp": "mixed"}
 #: grappler's mixed precision rewrite per device type
 AMP_OPTIONS = {"CPU": "auto_mixed_precision_onednn_bfloat16", "GPU": "auto_mixed_precision"}
 HALF_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
@@ -55,6 +55,8 @@ ENV_KNOBS = ("TF_ENABLE_ONEDNN_OPTS", "TF_SET_ONEDNN_FPMATH_MODE", "TF_XLA_FLAGS
 MODEL_PATH_FORMATS = ("a torch state_dict (.pt/.pth/.bin)", "an .onnx file",
                       "a TensorFlow SavedModel directory")
 _COMPUTE = re.compile(r"Conv|MatMul|Einsum")
+# the ops through which the graph executor hands a compiled cluster to XLA
+XLA_LAUNCH_OPS = frozenset({"XlaLaunch", "_XlaCompile", "_XlaRun", "XlaLaunchV2"})
 _HLO_COMPUTE = re.compile(r"= (\w+)\[[^\]]*\]\S* (convolution|dot)\(")
 _HLO_CUSTOM = re.compile(r'custom_call_target="([^"]+)"')
 
@@ -119,9 +121,10 @@ def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names
     if not any(compute.values()):
         raise SutError(f"{name}: the executed graph has no convolution or matmul node; cannot "
                        "tell what precision ran")
-    if name == "tf-amp":
-        if not half:
-            raise SutError(f"tf-amp: the mixed precision rewrite changed nothing on this "
+    sut = get_sut(name)
+    if sut.precision_key == "mixed":  # proven by a half-precision node (bf16 CPU, fp16 GPU)
+        if not sut.proven(half):
+            raise SutError(f"{name}: the mixed precision rewrite changed nothing on this "
                            f"{device}; refusing to report FP32 as mixed (compute nodes: "
                            f"{compute})")
         return "+".join([*half, "fp32"])
@@ -151,7 +154,7 @@ class TensorFlowBackend(Backend):
 
     def __init__(self, name: str, artifact: Any, input_size: int, threads: int) -> None:
         self.name = name
-        self.precision = PRECISIONS[name]
+        self.precision = module_sut(name, __name__).precision_key
         self.artifact = artifact
         self.model_dir = str(Path(artifact.path).parent)
         self.layout = (artifact.meta or {}).get("layout", "NHWC")
@@ -189,7 +192,7 @@ class TensorFlowBackend(Backend):
                                               .get(option, False))
                                  for option in AMP_OPTIONS.values()}
         wanted = {option: False for option in AMP_OPTIONS.values()}
-        if self.name == "tf-amp":
+        if self.precision == "mixed":
             wanted[AMP_OPTIONS[device]] = True
         tf.config.optimizer.set_experimental_options(wanted)
         self._grappler = tf.config.optimizer.get_experimental_options()
@@ -224,6 +227,7 @@ class TensorFlowBackend(Backend):
         self._loaded = loaded  # the signature's variables live as long as the backend
         probe = tf.zeros(self._input_shape(1), tf.float32)
         context.enable_run_metadata()
+        context.export_run_metadata()  # drops graphs stored before: only the probe's count
         try:
             started = time.perf_counter()
             output = self._fn(probe)
@@ -239,7 +243,7 @@ class TensorFlowBackend(Backend):
         executed = count_executed_nodes(graphs)
         if self.jit:
             self._first_call_s[1] = round(first_s, 3)
-            self._xla_evidence(probe, executed)
+            self._xla_evidence(probe, graphs, executed)
         else:
             if not graphs:
                 raise SutError(f"{self.name}: TensorFlow reported no executed graph for the "
@@ -266,12 +270,17 @@ class TensorFlowBackend(Backend):
             raise SutError(f"{self.name}: the XLA function ran on {output_device}, not the GPU "
                            "TensorFlow sees; refusing to measure a CPU fallback")
 
-    def _xla_evidence(self, probe: Any, executed: dict[str, Any]) -> None:
+    def _xla_evidence(self, probe: Any, graphs: list[Any], executed: dict[str, Any]) -> None:
         """XLA's own compiled HLO: jit_compile=True has no fallback, so a function XLA cannot
-        compile fails instead of running in the graph executor (whose partitions must be 0)."""
-        if executed["node_dtypes"]:
-            raise SutError(f"{self.name}: TensorFlow's graph executor ran nodes "
-                           f"{executed['node_dtypes']}; the function was not XLA-compiled")
+        compile fails instead of running in the graph executor. Depending on what the process
+        ran before, TensorFlow calls the compiled function directly (no executed partition) or
+        through a graph whose only work is an XLA launch; either way no convolution or matmul
+        may run outside XLA."""
+        ops = sorted({node.op for graph in graphs for node in graph.node})
+        launches = [op for op in ops if op in XLA_LAUNCH_OPS]
+        if any(executed["compute"].values()) or (ops and not launches):
+            raise SutError(f"{self.name}: TensorFlow's graph executor ran {ops} (compute nodes "
+                           f"{executed['compute']}); the function was not XLA-compiled")
         started = time.perf_counter()
         hlo = self._fn.experimental_get_compiler_ir(probe)(stage="optimized_hlo")
         counts = count_hlo(hlo)
@@ -279,7 +288,8 @@ class TensorFlowBackend(Backend):
                                             self._device)
         self._evidence = {"executed_graph": "XLA optimized HLO for batch 1 "
                           "(experimental_get_compiler_ir)", "xla_hlo": counts,
-                          "tf_graph_executor_nodes": 0,
+                          "tf_graph_executor_compute_nodes": 0,
+                          "tf_graph_executor_ops": ops,
                           "ir_compile_s": round(time.perf_counter() - started, 3)}
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
@@ -371,8 +381,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
 
     ``calibration`` is unused: no TensorFlow SUT quantizes.
     """
-    if name not in PRECISIONS:
-        raise UserError(f"unknown TensorFlow SUT '{name}'; valid: {', '.join(PRECISIONS)}")
+    module_sut(name, __name__)  # another module's SUT: one line naming this module's
     check_model_path(options.model_path, options.model)
     _gpu_memory_growth()
     _apply_threads(name, options.threads)

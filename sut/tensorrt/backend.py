@@ -36,11 +36,10 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
-from quantmark.sut.registry import check_options, get_sut
+from quantmark.sut.registry import check_options, find_sut, module_sut
 from quantmark.sut.tensorrt.build import BatchProfile
 from quantmark.sut.tensorrt.suts import TRT_INT8_ROUTE_OPTION
 
-PRECISIONS = {"trt-fp32": "fp32", "trt-fp16": "fp16", "trt-int8": "int8"}
 #: what describe() and speed_settings() say about the streams a backend runs on
 CUDA_STREAM = "own (one non-blocking cudaStream per execution context)"
 #: execution contexts (each with its own stream and buffers) per scenario
@@ -180,18 +179,19 @@ def layer_precisions(inspector_json: str | dict[str, Any],
 
 def check_executed(requested: str, summary: dict[str, Any]) -> None:
     """Refuse to measure one precision under another's name; never fall back silently."""
-    name = f"trt-{requested}"
+    sut = find_sut("tensorrt", requested, "gpu")
+    name = sut.name
     counts = summary["layers_by_precision"]
     if not counts:
         raise SutError(f"{name}: the engine inspector names no layer precision (was the engine "
                        "built with ProfilingVerbosity.DETAILED?); cannot tell what executes")
-    if requested in ("int8", "fp16") and not counts.get(requested):
-        raise SutError(f"{name}: no layer of the engine runs {requested} (layers by precision: "
-                       f"{counts}); refusing to measure {'+'.join(counts)} as "
-                       f"{requested.upper()}")
-    if requested == "fp32" and set(counts) - {"fp32"}:
+    if requested == "fp32" and set(counts) - set(sut.proof):
         raise SutError(f"{name}: the engine runs reduced-precision layers {counts}; pass an "
                        "FP32 model (a QDQ model belongs to trt-int8)")
+    if not sut.proven(counts):
+        raise SutError(f"{name}: no layer of the engine runs {'/'.join(sut.proof)} (layers by "
+                       f"precision: {counts}); refusing to measure {'+'.join(counts)} as "
+                       f"{'/'.join(sut.proof).upper()}")
 
 
 # --------------------------------------------------------------------------- the backend
@@ -389,8 +389,9 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     from quantmark.models.source import fp32_onnx
     from quantmark.sut.tensorrt.build import build_engine
 
-    precision = PRECISIONS[name]
-    check_options(get_sut(name), options.extra)
+    sut = module_sut(name, __name__)
+    precision = sut.precision_key
+    check_options(sut, options.extra)
     route = options.extra.get(TRT_INT8_ROUTE_OPTION, "calibrator")
     path = options.model_path
     if path and not str(path).endswith(MODEL_SUFFIXES):

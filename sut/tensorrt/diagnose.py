@@ -373,14 +373,14 @@ def rebuild(name: str, options: SutOptions, spec: Any, calibration: Any,
     kept in FP32; ``Recipe()`` gives the SUT's own engine (same cache key)."""
     from quantmark.models.source import fp32_onnx
     from quantmark.sut.registry import check_options, get_sut
-    from quantmark.sut.tensorrt.backend import CONTEXTS, PRECISIONS, TensorRTBackend, create
+    from quantmark.sut.tensorrt.backend import CONTEXTS, TensorRTBackend, create
     from quantmark.sut.tensorrt.build import BatchProfile, build_engine, check_recipe
     from quantmark.sut.tensorrt.suts import TRT_INT8_ROUTE_OPTION
 
     if not recipe.key():
         return create(name, options, spec, calibration)
     check_options(get_sut(name), options.extra)
-    precision = PRECISIONS[name]
+    precision = get_sut(name).precision_key
     route = options.extra.get(TRT_INT8_ROUTE_OPTION, "calibrator") if precision == "int8" \
         else None
     check_recipe(precision, route, recipe)

@@ -15,14 +15,15 @@ TRT_INT8_ROUTE_OPTION = "trt_int8_route"
 TRT_INT8_ROUTES = ("calibrator", "qdq")
 
 
-def _gpu(name: str, precision: str, **kwargs) -> SutInfo:
-    return SutInfo(name, "tensorrt", precision, "gpu", "trt", _TRT, ".backend:create", **kwargs)
+def _gpu(name: str, precision: str, key: str, **kwargs) -> SutInfo:
+    return SutInfo(name, "tensorrt", precision, "gpu", "trt", _TRT, ".backend:create",
+                   precision_key=key, **kwargs)
 
 
 FRAMEWORK = FrameworkInfo(
     name="tensorrt",
-    suts=(_gpu("trt-fp32", "fp32"), _gpu("trt-fp16", "fp16"),
-          _gpu("trt-int8", "int8 (calibrator or QDQ)",
+    suts=(_gpu("trt-fp32", "fp32", "fp32"), _gpu("trt-fp16", "fp16", "fp16"),
+          _gpu("trt-int8", "int8 (calibrator or QDQ)", "int8",
                options=((TRT_INT8_ROUTE_OPTION, TRT_INT8_ROUTES),))),
     distributions=("tensorrt",),
     gpu_fp32_baseline="trt-fp32",

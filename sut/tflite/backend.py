@@ -51,7 +51,13 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
-from quantmark.sut.tflite.convert import SUT_PRECISION, executed_precision, inspect_interpreter
+from quantmark.sut.registry import find_sut
+from quantmark.sut.tflite.convert import (
+    executed_precision,
+    file_precision,
+    inspect_interpreter,
+    tflite_sut,
+)
 from quantmark.sut.tflite.suts import (
     TFLITE_INVOKE_MODES,
     TFLITE_INVOKE_OPTION,
@@ -177,6 +183,8 @@ class TFLiteBackend(Backend):
         self.artifact = artifact
         self.model_path = str(artifact.path)
         self.precision = precision  # fp32 | fp16 | int8dyn | int8
+        # the registry entry whose proof (the file's precision class) the load check demands
+        self.sut = find_sut("tflite", precision)
         self.threads = threads or os.cpu_count() or 1
         self.requested_invoke = invoke
         self.invoke = invoke
@@ -230,25 +238,29 @@ class TFLiteBackend(Backend):
                        f"{[(o['name'], o['shape_signature']) for o in outputs]}")
 
     def _check(self, summary: dict[str, Any], executed: str) -> None:
+        """The file's precision class (what its compute ops prove) must be the SUT's proof;
+        an INT8 SUT also needs int8 weight tensors."""
         compute = summary["compute_ops"]
-        sut = f"tflite-{self.precision}"
-        if self.precision == "int8" and not (compute["integer"]
-                                             and summary["int8_weight_tensors"]):
+        sut, found = self.sut.name, file_precision(summary)
+        integer = self.precision in ("int8", "int8dyn")
+        if not integer and (compute["integer"] or compute["hybrid"]):
+            raise SutError(f"{sut}: {self.model_path} runs int8 ops ({compute}); pass a float "
+                           "model")
+        if self.sut.proven({found}) and (summary["int8_weight_tensors"] or not integer):
+            return
+        if self.precision == "int8":
             raise SutError(f"{sut}: {self.model_path} has no integer conv/FC ops or int8 weight "
                            f"tensors (executes {executed}, compute ops {compute}); refusing to "
                            "measure FP32 as INT8")
-        if self.precision == "int8dyn" and not (compute["hybrid"]
-                                                and summary["int8_weight_tensors"]):
+        if self.precision == "int8dyn":
             raise SutError(f"{sut}: {self.model_path} has no conv/FC op with int8 weights "
                            f"(executes {executed}, compute ops {compute}); refusing to measure "
                            "FP32 as INT8")
-        if self.precision in ("fp32", "fp16") and (compute["integer"] or compute["hybrid"]):
-            raise SutError(f"{sut}: {self.model_path} runs int8 ops ({compute}); pass a float "
-                           "model")
-        if self.precision == "fp16" and not summary["fp16_weight_dequantize_ops"] \
-                and not compute["float16"]:
+        if self.precision == "fp16":
             raise SutError(f"{sut}: {self.model_path} has no fp16 weights; refusing to measure "
                            "an fp32 model as fp16")
+        raise SutError(f"{sut}: {self.model_path} holds a {found} model, not "
+                       f"{'/'.join(self.sut.proof)}; run it as {find_sut('tflite', found).name}")
 
     def _new_runner(self) -> _Runner:
         runner = _Runner(self.model_path, self.threads, self._output["index"])
@@ -356,5 +368,5 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TFLit
     if invoke not in INVOKE_MODES:
         raise UserError(f"tflite_invoke={invoke!r}: choose one of {', '.join(INVOKE_MODES)}")
     artifact = prepare_tflite(name, spec, options.model_path, calibration)
-    return TFLiteBackend(artifact, SUT_PRECISION[name], options.threads, invoke,
+    return TFLiteBackend(artifact, tflite_sut(name).precision_key, options.threads, invoke,
                          str(options.extra.get(TFLITE_QUANTIZE_OPTION, "at-load")))

@@ -40,7 +40,9 @@ from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.exported import read_record, verify_record
 from quantmark.models.saved_model import tensorflow_version
+from quantmark.sut.info import SutInfo
 from quantmark.sut.layers import Recipe
+from quantmark.sut.registry import find_sut, module_sut
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -50,9 +52,8 @@ RECIPES: dict[str, dict[str, Any]] = {
              "supported_ops": ["TFLITE_BUILTINS_INT8"], "inference_input_type": "int8",
              "inference_output_type": "int8", "version": 1},
 }
-#: what each TFLite SUT name asks for
-SUT_PRECISION = {"tflite-fp32": "fp32", "tflite-fp16": "fp16", "tflite-int8dyn": "int8dyn",
-                 "tflite-int8": "int8"}
+#: the module whose factory builds the TFLite SUTs (their registry entries name it)
+BACKEND_MODULE = f"{__package__}.backend"
 #: ops doing the network's multiply-accumulates: their operand types say what precision ran
 COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
                "BATCH_MATMUL", "CONV_3D")
@@ -240,12 +241,17 @@ def load_user_tflite(path: str | Path, spec: Any) -> Artifact:
     )
 
 
+def tflite_sut(name: str) -> SutInfo:
+    """The registry entry of the TFLite SUT ``name`` (its precision key is the recipe)."""
+    return module_sut(name, BACKEND_MODULE)
+
+
 def check_precision(artifact: Artifact, sut: str) -> None:
     """A user's .tflite must hold what the SUT name promises; otherwise name the SUT that fits."""
-    wanted, found = SUT_PRECISION[sut], artifact.meta["file_precision"]
+    wanted, found = tflite_sut(sut).precision_key, artifact.meta["file_precision"]
     if wanted == found:
         return
-    fits = next(name for name, precision in SUT_PRECISION.items() if precision == found)
+    fits = find_sut("tflite", found).name
     what = {"fp32": "an fp32 model", "fp16": "a model with fp16 weights",
             "int8dyn": "a dynamic-range int8 model (float activations)",
             "int8": "a full-integer int8 model"}[found]
@@ -379,7 +385,7 @@ def prepare_tflite(sut: str, spec: Any, model_path: str | None, calibration: Any
     SavedModel directory. ``calibration`` (``arrays(layout)``, ``hash()``) is read for int8 only.
     ``recipe``: tflite-int8 only, layers kept in float (not for a user's .tflite).
     """
-    precision = SUT_PRECISION[sut]
+    precision = tflite_sut(sut).precision_key
     _check_recipe(precision, recipe)
     changed = recipe is not None and bool(recipe.key())
     if changed and model_path is not None and str(model_path).endswith(".tflite"):

@@ -41,9 +41,9 @@ from quantmark.sut.tflite.backend import TFLiteBackend, dequantize, quantize
 from quantmark.sut.tflite.convert import (
     DAMAGE,
     EXCLUSION,
-    SUT_PRECISION,
     open_interpreter,
     prepare_tflite,
+    tflite_sut,
 )
 from quantmark.sut.tflite.suts import TFLITE_INVOKE_OPTION, TFLITE_QUANTIZE_OPTION
 
@@ -288,9 +288,8 @@ def rebuild(name: str, options: SutOptions, spec: Any, calibration: Any,
             recipe: Recipe) -> TFLiteBackend:
     """The SUT ``name`` as ``create`` makes it, with ``recipe``'s layers kept in float and its
     damage injected (tflite-int8 only; not loaded). ``Recipe()``: the normal model, same key."""
-    if name not in SUT_PRECISION:
-        raise UserError(f"{name} is not a TFLite SUT; choose one of {', '.join(SUT_PRECISION)}")
+    precision = tflite_sut(name).precision_key  # another SUT: one line naming the TFLite ones
     artifact = prepare_tflite(name, spec, options.model_path, calibration, recipe)
-    return TFLiteBackend(artifact, SUT_PRECISION[name], options.threads,
+    return TFLiteBackend(artifact, precision, options.threads,
                          str(options.extra.get(TFLITE_INVOKE_OPTION, "batched")),
                          str(options.extra.get(TFLITE_QUANTIZE_OPTION, "at-load")))

@@ -18,16 +18,19 @@ TFLITE_QUANTIZE_OPTION = "tflite_quantize"
 TFLITE_QUANTIZE_PLACES = ("at-load", "per-call")
 
 
-def _cpu(name: str, precision: str) -> SutInfo:
+def _cpu(name: str, precision: str, key: str) -> SutInfo:
+    # the proof is the model file's precision class (convert.file_precision), the key itself
     return SutInfo(name, "tflite", precision, "cpu", "tflite", ("ai_edge_litert",),
                    ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),
-                                               (TFLITE_QUANTIZE_OPTION, TFLITE_QUANTIZE_PLACES)))
+                                               (TFLITE_QUANTIZE_OPTION, TFLITE_QUANTIZE_PLACES)),
+                   precision_key=key)
 
 
 FRAMEWORK = FrameworkInfo(
     name="tflite",
-    suts=(_cpu("tflite-fp32", "fp32"), _cpu("tflite-fp16", "fp16 weights"),
-          _cpu("tflite-int8dyn", "int8 dynamic range"), _cpu("tflite-int8", "int8 full integer")),
+    suts=(_cpu("tflite-fp32", "fp32", "fp32"), _cpu("tflite-fp16", "fp16 weights", "fp16"),
+          _cpu("tflite-int8dyn", "int8 dynamic range", "int8dyn"),
+          _cpu("tflite-int8", "int8 full integer", "int8")),
     distributions=("ai-edge-litert",),
     fp32_baseline="tflite-fp32",
     variant_order=("fp32", "fp16", "int8", "int8dyn"),

@@ -19,6 +19,7 @@ from quantmark.ground.fingerprint import gpu_present
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.onnxruntime import gpu as ortg
 from quantmark.sut.onnxruntime import providers as ortp
+from quantmark.sut.registry import SUTS, factory_module
 from tests.digits_model import DIGITS_SPEC, top1
 from tests.sut.side_by_side import predict_side_by_side
 
@@ -80,7 +81,17 @@ def test_provider_options_per_sut(tmp_path):
 
 # --------------------------------------------------------------------------- CUDA streams
 
-@pytest.mark.parametrize("name", sorted(ortp.SUTS))
+GPU_SUTS = sorted(name for name, info in SUTS.items()
+                  if factory_module(info) == ortp.GPU_MODULE)
+
+
+def test_the_gpu_suts_are_the_registry_s_ort_gpu_entries():
+    assert GPU_SUTS == ["ort-cuda-fp16", "ort-cuda-fp32", "ort-trt-fp16", "ort-trt-int8"]
+    assert ortp.requested_provider("ort-trt-int8") == ortg.TRT_EP
+    assert ortp.requested_provider("ort-cuda-fp16") == ortg.CUDA_EP
+
+
+@pytest.mark.parametrize("name", GPU_SUTS)
 def test_every_gpu_sut_keeps_onnx_runtimes_own_streams(name, tmp_path):
     """No SUT passes a stream of its own or asks for one provider-level stream: each session
     keeps ONNX Runtime's per-session non-blocking streams, so two members never share one."""

@@ -13,11 +13,15 @@ torch = pytest.importorskip("torch")
 
 from quantmark.ground.errors import SutError, UserError  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
-from quantmark.sut.pytorch.backend import MODES, create  # noqa: E402
+from quantmark.sut.pytorch.backend import create  # noqa: E402
+from quantmark.sut.registry import SUTS, factory_module  # noqa: E402
 from tests.digits_model import DIGITS_SPEC, ArrayCalibration, top1  # noqa: E402
 
 BATCH = 8
 REDUCED = ["torch-bf16", "torch-int8", "torch-int8dyn", "torch-compile"]
+#: the SUTs this module's factory builds, as the registry declares them
+TORCH_CPU_SUTS = [name for name, info in SUTS.items()
+                  if factory_module(info) == "quantmark.sut.pytorch.backend"]
 
 
 def _options(weights, batch_size: int = BATCH, threads: int = 0) -> SutOptions:
@@ -35,7 +39,7 @@ def _reference_model(weights):
 def backends(digits_weights, digits_calibration):
     """Each torch SUT created and loaded once (torch-compile compiles batch 1 and 8)."""
     built = {}
-    for name in MODES:
+    for name in TORCH_CPU_SUTS:
         backend = create(name, _options(digits_weights), DIGITS_SPEC, digits_calibration)
         backend.load()
         built[name] = backend
@@ -140,7 +144,7 @@ def test_bf16_without_bf16_layers_fails_loudly(monkeypatch, digits_weights, digi
         backend.load()
 
 
-@pytest.mark.parametrize("name", list(MODES))
+@pytest.mark.parametrize("name", list(TORCH_CPU_SUTS))
 def test_concurrent_predict_matches_sequential(backends, digits_data, name):
     backend = backends[name]
     x = digits_data.eval_x
@@ -155,7 +159,7 @@ def test_concurrent_predict_matches_sequential(backends, digits_data, name):
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", list(MODES))
+@pytest.mark.parametrize("name", list(TORCH_CPU_SUTS))
 def test_batch_1_and_7(backends, digits_data, name):
     backend = backends[name]
     x = digits_data.eval_x[:BATCH]

@@ -43,7 +43,10 @@ def _torch_options(weights, **extra) -> SutOptions:
 @pytest.mark.parametrize("name", TORCH_CUDA_SUTS)
 def test_torch_cuda_suts_refuse_cleanly_without_cuda(name, digits_weights):
     pytorch_cuda = _pytorch_cuda()
-    assert set(TORCH_CUDA_SUTS) == set(pytorch_cuda.MODES)
+    from quantmark.sut.registry import factory_module
+
+    assert {factory_module(REGISTRY[name]) for name in TORCH_CUDA_SUTS} == {pytorch_cuda.__name__}
+    assert pytorch_cuda.mode_of(REGISTRY[name]) in pytorch_cuda.DTYPES
     if pytorch_cuda.cuda_blocker() is None:
         pytest.skip("CUDA is available here")
     with pytest.raises(SutError) as info:

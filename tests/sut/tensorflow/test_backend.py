@@ -97,7 +97,9 @@ def test_xla_matches_fp32_and_is_compiled(xla: tf_sut.TensorFlowBackend,
     evidence = info["evidence"]
     assert info["executed_precision"] == "fp32" and evidence["xla"]["jit_compile"] is True
     assert evidence["xla_hlo"]["compute"] == {"f32": {"convolution": 3, "dot": 1}}
-    assert evidence["tf_graph_executor_nodes"] == 0
+    assert evidence["tf_graph_executor_compute_nodes"] == 0
+    wrapper = {"_Arg", "_Retval", "Identity", "Const", "NoOp"} | tf_sut.XLA_LAUNCH_OPS
+    assert set(evidence["tf_graph_executor_ops"]) <= wrapper
     first = evidence["xla"]["first_call_s"]  # batch 1 at load, then 64 and the 21 left over
     assert {"1", "64", str(len(scores) % 64)} <= set(first) and min(first.values()) > 0
 
@@ -158,6 +160,30 @@ def test_amp_runs_bf16_within_one_point(digits_weights: Path, digits_data: Digit
     assert info["evidence"]["grappler_options"]["auto_mixed_precision_onednn_bfloat16"] is True
     assert info["intra_op_threads"] == 1 and result["dtype"] == "float32"
     assert abs(result["top1"] - top1(fp32_scores, digits_data.eval_y)) <= 1.0
+
+
+def test_xla_proof_holds_after_another_saved_model_ran(digits_weights: Path) -> None:
+    """What ran before in the process (here: a SavedModel written and loaded by tf-fp32) must
+    not count as the XLA function's graph-executor work: a fresh process, in that order."""
+    result = run_json(f"""
+        import json
+        from pathlib import Path
+        import tempfile
+        from quantmark.sut.interface import SutOptions
+        from quantmark.sut.tensorflow.backend import create
+        from tests.digits_model import DIGITS_SPEC
+        from tests.sut.saved_models import tiny_saved_model
+        folder = tiny_saved_model(Path(tempfile.mkdtemp()) / "user-model",
+                                  DIGITS_SPEC.input_size, DIGITS_SPEC.num_classes)
+        create("tf-fp32", SutOptions(model="digits-cnn", scenario="Offline",
+                                     model_path=str(folder)), DIGITS_SPEC, None).load()
+        xla = create("tf-xla", SutOptions(model="digits-cnn", scenario="Offline",
+                                          model_path={str(digits_weights)!r}), DIGITS_SPEC, None)
+        xla.load()
+        print(json.dumps(xla.describe()["evidence"]))
+    """, timeout=300)
+    assert result["tf_graph_executor_compute_nodes"] == 0
+    assert result["xla_hlo"]["compute"] == {"f32": {"convolution": 3, "dot": 1}}
 
 
 def test_refuses_unproven_precision() -> None:
