@@ -1,70 +1,74 @@
-"""The import contracts in pyproject.toml cannot drift from the folders they guard.
+"""The import contracts cannot drift from the folders they guard.
 
 import-linter checks only the modules a contract names: a new ``sut/<framework>/`` left out of
 the independence contract would be silently unchecked, and a contract naming a folder that was
-renamed or removed guards nothing. Both fail here, read from pyproject.toml itself.
+renamed or removed guards nothing. So the contract lists no folders in pyproject.toml:
+``tools/import_contracts.py`` fills them in from ``sut/`` each time the contracts are checked.
 """
 
 from __future__ import annotations
 
+import configparser
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the tomli the setup.py pins there
-    import tomli as tomllib
+sys.path.insert(0, str(ROOT / "tools"))
+import import_contracts  # noqa: E402 - a script in tools/, not a package module
 
-INDEPENDENCE = "Framework folders are independent of each other"
-PREFIX = "quantmark.sut."
+LAYERS = "CLI -> commands -> jobs -> run -> report -> SUTs -> QSL, scenarios, models -> ground"
 
 
-def _contract(name: str, pyproject: Path = ROOT / "pyproject.toml") -> dict:
-    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
-    found = [contract for contract in contracts if contract["name"] == name]
-    assert len(found) == 1, f"pyproject.toml has {len(found)} contracts named {name!r}"
+def _ini(pyproject: Path = ROOT / "pyproject.toml") -> configparser.ConfigParser:
+    """What tools/lint_imports.sh hands import-linter, as it prints it."""
+    printed = subprocess.run([sys.executable, str(ROOT / "tools" / "import_contracts.py"),
+                              str(pyproject)], capture_output=True, text=True, check=True)
+    parser = configparser.ConfigParser()
+    parser.read_string(printed.stdout)
+    return parser
+
+
+def _contract(parser: configparser.ConfigParser, name: str) -> configparser.SectionProxy:
+    found = [parser[s] for s in parser.sections() if parser[s].get("name") == name]
+    assert len(found) == 1, f"{len(found)} contracts named {name!r}"
     return found[0]
 
 
-def framework_folders(sut: Path = ROOT / "sut") -> set[str]:
-    """The folders under sut/ that are frameworks: they declare their SUTs in a suts.py."""
-    return {path.parent.name for path in sut.glob("*/suts.py")}
-
-
-def drift(contract: dict, sut: Path = ROOT / "sut") -> list[str]:
-    """What is wrong between the independence contract and the folders under ``sut``."""
-    named = {module.removeprefix(PREFIX) for module in contract["modules"]}
-    problems = [f"{module} is not a quantmark.sut folder" for module in contract["modules"]
-                if not module.startswith(PREFIX) or "." in module.removeprefix(PREFIX)]
-    problems += [f"sut/{folder}/ (a framework: it has suts.py) is missing from the contract"
-                 for folder in sorted(framework_folders(sut) - named)]
-    problems += [f"the contract names quantmark.sut.{folder}, but sut/{folder}/ is no package"
-                 for folder in sorted(named)
-                 if not (sut / folder / "__init__.py").is_file()]
-    return problems
-
-
-def test_the_independence_contract_names_every_framework_folder_and_no_other():
-    contract = _contract(INDEPENDENCE)
+def test_every_framework_folder_is_in_the_independence_contract_by_construction():
+    contract = _contract(_ini(), import_contracts.INDEPENDENCE)
+    modules = contract["modules"].split()
+    folders = sorted(p.parent.name for p in (ROOT / "sut").glob("*/__init__.py"))
     assert contract["type"] == "independence"
-    assert drift(contract) == []
-    assert {"onnxruntime", "openvino", "pytorch", "tensorflow", "tensorrt",
-            "tflite"} <= framework_folders()
+    assert modules == [f"quantmark.sut.{folder}" for folder in folders]
+    assert {"onnxruntime", "openvino", "pytorch", "tensorflow", "tensorrt", "tflite",
+            "ensemble"} <= set(folders)
 
 
-def test_a_new_framework_folder_or_a_stale_name_is_caught(tmp_path):
-    """The check itself: a framework folder the contract lacks, and a name with no folder."""
+def test_the_layers_contract_passes_through_unchanged():
+    layers = _contract(_ini(), LAYERS)["layers"].split("\n")
+    assert [layer.strip() for layer in layers if layer.strip()][:3] == [
+        "quantmark.cli", "quantmark.bench", "quantmark.commands"]
+
+
+def test_a_new_folder_is_guarded_and_a_removed_one_is_not_named(tmp_path):
+    """The mechanism on a made-up tree: what exists is named, nothing else."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     for folder in ("alpha", "beta"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "__init__.py").write_text("")
-    (tmp_path / "alpha" / "suts.py").write_text("")
-    (tmp_path / "beta" / "suts.py").write_text("")
-    contract = {"modules": ["quantmark.sut.alpha", "quantmark.sut.gone"]}
-    assert drift(contract, tmp_path) == [
-        "sut/beta/ (a framework: it has suts.py) is missing from the contract",
-        "the contract names quantmark.sut.gone, but sut/gone/ is no package"]
-    assert drift({"modules": ["quantmark.models", "quantmark.sut.alpha.suts"]}, tmp_path)[:2] \
-        == ["quantmark.models is not a quantmark.sut folder",
-            "quantmark.sut.alpha.suts is not a quantmark.sut folder"]
+        (tmp_path / "sut" / folder).mkdir(parents=True)
+        (tmp_path / "sut" / folder / "__init__.py").write_text("")
+    (tmp_path / "sut" / "not_a_package").mkdir()
+    contract = _contract(_ini(tmp_path / "pyproject.toml"), import_contracts.INDEPENDENCE)
+    assert contract["modules"].split() == ["quantmark.sut.alpha", "quantmark.sut.beta"]
+
+
+def test_a_hand_written_module_list_is_refused(tmp_path):
+    """A list in pyproject.toml would be the drift this replaces: refused, with the fix."""
+    text = (ROOT / "pyproject.toml").read_text().replace(
+        'type = "independence"', 'type = "independence"\nmodules = ["quantmark.sut.alpha"]')
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(SystemExit, match="lists modules; remove them"):
+        import_contracts.contracts(tmp_path / "pyproject.toml", tmp_path / "sut")
