@@ -61,7 +61,7 @@ def measure(out: Path, duty: float, repeats: int) -> dict[str, Any]:
             hog.join()
     side = load_side(str(out))
     interval = side.interval()
-    shares = [(r.get("interference") or {}).get("other_cpu_share") for r in side.records]
+    shares = [(r.interference or {}).get("other_cpu_share") for r in side.records]
     return {"duty": duty, "p90_ms": [v / 1e6 for v in side.values],
             "median_ms": interval.point / 1e6,
             "half_width": (interval.high - interval.low) / 2 / interval.point

@@ -22,7 +22,6 @@ Run it alone: it times on every core.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import socket
 import statistics
@@ -36,6 +35,7 @@ from typing import Any
 
 from quantmark.ground import logs
 from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.records import RESULTS, load_manifest, load_run
 from quantmark.report.stats import figure_interval
 
 log = logging.getLogger("quantmark.bench.fleet_dispatch")
@@ -52,13 +52,13 @@ def _sweep(output: Path, cells: int, cluster: str | None) -> dict[str, Any]:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"sweep failed: {proc.stderr[-2000:]}")
-    entries = sorted(json.loads((output / "sweep.json").read_text())["cells"].values(),
-                     key=lambda e: e["finished_at"])
+    manifest = load_manifest(output)
+    entries = sorted(manifest.cells.values() if manifest else [], key=lambda e: e["finished_at"])
     gaps = [b["finished_at"] - a["finished_at"] for a, b in pairwise(entries)]
     shares = []
     for entry in entries:
-        results = json.loads((output / entry["run_dir"] / "results.json").read_text())
-        shares.append((results.get("interference") or {}).get("other_cpu_share"))
+        results = load_run(output / entry["run_dir"] / RESULTS)  # with its interference
+        shares.append((results.interference or {}).get("other_cpu_share"))
     overheads = [g - e["wall_s"] for g, e in zip(gaps, entries[1:], strict=True)]
     return {"gap_s": statistics.mean(gaps) if gaps else None,
             "overhead_s": statistics.mean(overheads) if overheads else None,
@@ -104,9 +104,8 @@ def _timed_cell(output: Path, beside: list[str] | None) -> dict[str, Any]:
         if beside else None
     try:
         figures = _sweep(output, 1, None)
-        results = next(output.rglob("results.json"))
-        figures["samples_per_s"] = json.loads(results.read_text())["summary"][
-            "samples_per_second"]
+        results = load_run(next(output.rglob(RESULTS)))
+        figures["samples_per_s"] = results.summary["samples_per_second"]
         return figures
     finally:
         if other is not None:

@@ -178,7 +178,8 @@ def run_samples(folder: str | Path, log: str | Path | None = None) -> RunSamples
     if not log.is_file() or not val_map.is_file():
         return None
     items, _ = parse_val_map(val_map.read_bytes(), val_map)
-    fingerprint = (read_results(folder).get("dataset") or {}).get("fingerprint")
+    results = read_results(folder)  # a member's logs in an ensemble run have none
+    fingerprint = results.dataset.get("fingerprint") if results else None
     return RunSamples([rel for rel, _ in items], [label for _, label in items],
                       decode_predictions(log)[0], read_groups(folder),
                       fingerprint if isinstance(fingerprint, str) else None)

@@ -11,23 +11,26 @@ are computed here, in one place, from those numbers; their intervals and verdict
 
 from __future__ import annotations
 
-import json
+import logging
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.config import sut_label
 from quantmark.ground.fingerprint import system_name
 from quantmark.ground.hashing import hash_json
+from quantmark.ground.records import RunRecord, SweepManifest, UnreadableRecord, load_manifest
 from quantmark.report import intervals
-from quantmark.report.current_set import current_set
+from quantmark.report.current_set import current_set, read_results
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
 from quantmark.report.measured import measured
 from quantmark.report.stats import family_confidence
 from quantmark.report.training import load as load_training
 from quantmark.sut.info import SutInfo
 
-SWEEP_MANIFEST = "sweep.json"
+log = logging.getLogger(__name__)
+
 ENSEMBLE = "ensemble"  # the framework (and family) of the ensemble SUTs
 # results.json "times" keys the runner itself writes; every other key is an artifact's
 # conversion / quantization step (export_s, quantize_s, calibration_s, tflite_convert_s ...)
@@ -41,7 +44,7 @@ class Run:
 
     folder: Path
     summary: RunSummary
-    results: dict[str, Any]
+    results: RunRecord
     tracked: dict[str, Any] = field(default_factory=dict)  # the sweep's entry for the cell
 
 
@@ -80,7 +83,7 @@ class Config:
         return variant(self.sut)
 
     @property
-    def first(self) -> dict[str, Any]:
+    def first(self) -> RunRecord:
         return self.runs[0].results
 
     @property
@@ -132,6 +135,7 @@ def _known(sut: str) -> SutInfo | None:
 def family(sut: str) -> str:
     """The framework (and device) part of a SUT name: ``ort`` of ``ort-int8``, ``ort-cuda`` of
     ``ort-cuda-fp16``. As its framework declares it; an unknown name up to its last dash."""
+    sut = sut.partition(" ")[0]  # a label's SUT: ov-int8 of "ov-int8 ov_api=async"
     info = _known(sut)
     if info:
         return info.family
@@ -141,6 +145,7 @@ def family(sut: str) -> str:
 def variant(sut: str) -> str:
     """The precision part of a SUT name (``int8`` of ``ort-int8``, ``fp16`` of
     ``torch-cuda-fp16``). As its framework declares it; an unknown name after its last dash."""
+    sut = sut.partition(" ")[0]
     info = _known(sut)
     if info:
         return info.variant
@@ -149,41 +154,44 @@ def variant(sut: str) -> str:
     return sut.rsplit("-", 1)[1] if "-" in sut else sut
 
 
-def baseline(results: dict[str, Any]) -> str:
+def baseline(results: RunRecord) -> str:
     """The FP32 SUT a run is compared with, as the runner recorded it: its framework's FP32 on
     the same device (``ort-trt-int8`` -> ``ort-cuda-fp32``). For results written before the
     runner recorded it: the registry's baseline of a known SUT, else ``<family>-fp32``. An
     ensemble has none: ``""``."""
     if is_ensemble(results):
         return ""  # several models at once: no FP32 of its own, its speedups are n/a
-    sut = results.get("sut", {})
+    sut = results.sut
     name = str(sut.get("name", ""))
+    options = results.config.get("sut_options")  # a variant's: same options
     if sut.get("fp32_baseline"):
-        return str(sut["fp32_baseline"])
+        return sut_label(str(sut["fp32_baseline"]), options)
     if _known(name):
         from quantmark.sut.registry import fp32_baseline
 
         found = fp32_baseline(name)
         if found:
-            return found
-    return f"{family(name)}-fp32"
+            return sut_label(found, options)
+    return sut_label(f"{family(name)}-fp32", options)
 
 
-def is_ensemble(results: dict[str, Any]) -> bool:
+def is_ensemble(results: RunRecord) -> bool:
     """The run is an ensemble SUT's (several models per sample), not one model's."""
-    sut = results.get("sut") or {}
-    return bool(results.get("ensemble")) or sut.get("framework") == ENSEMBLE
+    return bool(results.ensemble) or results.sut.get("framework") == ENSEMBLE
 
 
 def is_fp32(sut: str) -> bool:
     return variant(sut) == "fp32"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _manifest(root: Path) -> SweepManifest | None:
+    """The sweep's manifest in ``root``; None for a plain results folder, or (said in the log)
+    for a manifest that cannot be read: its runs are still reported."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+        return load_manifest(root)
+    except UnreadableRecord as exc:
+        log.warning("%s; the cells that did not run are not reported", exc)
+        return None
 
 
 def load(folders: list[str | Path]) -> Study:
@@ -194,8 +202,9 @@ def load(folders: list[str | Path]) -> Study:
     machines: dict[str, dict[str, Any]] = {}
     roots = [Path(f) for f in folders]
     for root in roots:
-        manifest = _read_json(root / SWEEP_MANIFEST)
-        tracked = {entry["run_dir"]: entry for entry in manifest.get("cells", {}).values()
+        manifest = _manifest(root)
+        cells = manifest.cells if manifest else {}
+        tracked = {entry["run_dir"]: entry for entry in cells.values()
                    if entry.get("run_dir")}
         host = ""
         for detail in sorted(root.rglob("mlperf_log_detail.txt")):
@@ -203,49 +212,50 @@ def load(folders: list[str | Path]) -> Study:
             relative = folder.relative_to(root)
             if any(part.startswith(".") for part in relative.parts):
                 continue  # a run in progress
-            results = _read_json(folder / "results.json")
-            config = results.get("config")
-            if not config or config.get("audit"):
+            results = read_results(folder)
+            config = results.config if results else None
+            if not results or not config or config.get("audit"):
                 continue  # not quantmark's, or a compliance test
+            label = sut_label(config["sut"], config.get("sut_options"))  # a variant: own rows
             try:
                 summary = summarize_file(detail)
             except LogError:
                 continue
-            system = system_name(results.get("machine", {}))
+            system = system_name(results.machine)
             host = host or system
-            machine = {k: v for k, v in results.get("machine", {}).items() if k != "thermal"}
-            machines.setdefault(system, {**machine, "software": results.get("software", {})})
+            machine = {k: v for k, v in results.machine.items() if k != "thermal"}
+            machines.setdefault(system, {**machine, "software": results.software})
             if folder.name.endswith(".failed"):
                 if manifest:
                     continue  # the sweep's entry for the cell says why
-                explained.append(Explained(system, config["model"], config["sut"],
+                explained.append(Explained(system, config["model"], label,
                                            summary.scenario, config["batch_size"],
                                            config["mode"], "failed", f"logs in {relative}"))
             elif config["mode"] == "accuracy":
-                accuracy[(system, config["model"], config["sut"])] = {
-                    **(results.get("accuracy") or {}), "folder": folder,
-                    "weights": results.get("model", {}).get("weights", ""),
-                    "dataset_builtin": (results.get("dataset") or {}).get("builtin") is True}
+                accuracy[(system, config["model"], label)] = {
+                    **(results.accuracy or {}), "folder": folder,
+                    "weights": results.model.get("weights", ""),
+                    "dataset_builtin": results.dataset.get("builtin") is True}
             else:
                 runs.append(Run(folder, summary, results, tracked.get(str(relative), {})))
-        for entry in manifest.get("cells", {}).values():
+        for entry in cells.values():
             if entry.get("status") != "ok":
                 explained.append(Explained(
-                    entry.get("node") or host or "this machine", entry["model"], entry["sut"],
-                    entry["scenario"], entry["batch_size"], entry["mode"], entry["status"],
-                    entry.get("message", "")))
+                    entry.get("node") or host or "this machine", entry["model"],
+                    sut_label(entry["sut"], entry.get("sut_options")), entry["scenario"],
+                    entry["batch_size"], entry["mode"], entry["status"], entry.get("message", "")))
     grouped: dict[tuple, list[Run]] = {}
     for run in _newest_sets(runs):
-        config = run.results["config"]
-        key = (system_name(run.results.get("machine", {})), config["model"],
-               config["sut"], run.summary.scenario, int(config["batch_size"]))
+        config = run.results.config
+        key = (system_name(run.results.machine), config["model"],
+               sut_label(config["sut"], config.get("sut_options")), run.summary.scenario,
+               int(config["batch_size"]))
         grouped.setdefault(key, []).append(run)
     configs = [Config(*key, runs=group) for key, group in grouped.items()]
     training = load_training(roots)
     for record in training:  # the machine of a train-bench-only folder; its framework too
-        entry = machines.setdefault(system_name(record.get("machine", {})),
-                                    {**record.get("machine", {}), "software": {}})
-        entry["software"] = {**record.get("software", {}), **entry.get("software", {})}
+        entry = machines.setdefault(system_name(record.machine), {**record.machine, "software": {}})
+        entry["software"] = {**record.software, **entry.get("software", {})}
     study = Study(configs, explained, accuracy, machines, roots, training)
     derive(study)
     return study
@@ -267,29 +277,27 @@ def _gpu_identity(gpu: dict[str, Any]) -> list[Any]:
         gpu.get("driver"), gpu.get("cuda_driver_api"), gpu.get("cuda_runtime_torch")]
 
 
-def fingerprint_id(results: dict[str, Any]) -> str:
+def fingerprint_id(results: RunRecord) -> str:
     """A short hash of what decides a number besides the SUT: software, machine (and its GPU),
     artifact, dataset, calibration and the run's settings. Equal ids: the same setup. A machine
     without a GPU hashes as before, so earlier results keep their ids."""
-    machine = results.get("machine", {})
-    settings = results.get("settings", {})
+    machine, settings = results.machine, results.settings
     return hash_json({
-        "software": results.get("software"),
+        "software": results.software,
         "cpu": [machine.get("cpu_model"), machine.get("cpu_flags"), machine.get("usable_cpus")],
         **({"gpu": _gpu_identity(machine["gpu"])} if machine.get("gpu") else {}),
-        "artifact": [results.get("model", {}).get("key"),
-                     results.get("model", {}).get("source_hash")],
-        "dataset": results.get("dataset", {}).get("fingerprint"),
-        "calibration": (results.get("calibration") or {}).get("hash"),
+        "artifact": [results.model.get("key"), results.model.get("source_hash")],
+        "dataset": results.dataset.get("fingerprint"),
+        "calibration": (results.calibration or {}).get("hash"),
         "settings": [settings.get("mode"), settings.get("workers"),
-                     results.get("config", {}).get("threads")],
+                     results.config.get("threads")],
     }, length=12)
 
 
 def throttling(runs: list[Run]) -> tuple[str, list[str]]:
     """"yes" (and why) if any run throttled, "no" if every run was seen not to, "" when that
     is unknown (folders from before the runner took thermal snapshots, no sensor)."""
-    verdicts = [(r.results.get("machine") or {}).get("thermal") or {} for r in runs]
+    verdicts = [r.results.machine.get("thermal") or {} for r in runs]
     hot = [v for v in verdicts if v.get("throttled") is True]
     if hot:
         return "yes", list(dict.fromkeys(why for v in hot for why in v.get("why") or []))
@@ -339,12 +347,12 @@ def derive(study: Study) -> None:
             "top1": top1,
             "top1_change_vs_fp32": (top1 - fp32_top1 if top1 is not None and
                                     fp32_top1 is not None else None),
-            "weights": results.get("model", {}).get("weights", ""),
-            "model_size_mb": (results.get("model", {}).get("size_bytes") or 0) / 2**20 or None,
+            "weights": results.model.get("weights", ""),
+            "model_size_mb": (results.model.get("size_bytes") or 0) / 2**20 or None,
             **_costs(config),
-            "executed_precision": str(results.get("sut", {}).get("executed_precision", "")),
+            "executed_precision": str(results.sut.get("executed_precision", "")),
             "fingerprint": fingerprint_id(results),
-            "workers": results.get("settings", {}).get("workers"),
+            "workers": results.settings.get("workers"),
             "throttled": throttled,
             "throttling_reasons": throttling_reasons,
         }
@@ -352,14 +360,14 @@ def derive(study: Study) -> None:
 
 def _costs(config: Config) -> dict[str, Any]:
     """What the config cost beside its metric: conversion and load times, memory, energy."""
-    times = [r.results.get("times", {}) for r in config.runs]
+    times = [r.results.times for r in config.runs]
     conversion = {k: v for k, v in times[0].items()
                   if k not in RUNNER_TIMES and isinstance(v, int | float)}
     tracked = [r.tracked for r in config.runs]
     energy = [e for t in tracked if (e := (t.get("trackers") or {}).get("energy"))]
     # the sweep's wait4 figure, else the one the test process recorded itself (results.json)
     rss = [rss for t, r in zip(tracked, config.runs, strict=True)
-           if (rss := t.get("peak_rss_mb") or (r.results.get("memory") or {}).get("peak_rss_mb"))]
+           if (rss := t.get("peak_rss_mb") or r.results.memory.get("peak_rss_mb"))]
     gpu = [g for t in tracked if (g := (t.get("trackers") or {}).get("gpu_memory_mb"))
            is not None]
     return {

@@ -8,28 +8,35 @@ an older set beside it; only the newest set's runs are one measurement.
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
-from typing import Any
+
+from quantmark.ground.records import RESULTS, RunRecord, UnreadableRecord, load_run
+
+log = logging.getLogger(__name__)
 
 
-def read_results(run: Path) -> dict[str, Any]:
-    """A run folder's results.json, or {} when it has none or it does not parse."""
+def read_results(run: Path) -> RunRecord | None:
+    """A run folder's record; None when it has none, or one that cannot be read (said once in
+    the log). A record of a newer quantmark is refused (UserError), never skipped."""
+    path = run / RESULTS
+    if not path.is_file():
+        return None
     try:
-        data = json.loads((run / "results.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return load_run(path)
+    except UnreadableRecord as exc:
+        log.warning("left out: %s", exc)
+        return None
 
 
-def repeat_of(results: dict[str, Any]) -> tuple[str, int]:
+def repeat_of(results: RunRecord | None) -> tuple[str, int]:
     """(set id, index) of a run; runs written before repeat sets existed are a set of one."""
-    repeat = results.get("repeat") or {}
+    repeat = (results.repeat if results else None) or {}
     return str(repeat.get("set") or ""), int(repeat.get("index") or 1)
 
 
-def ended_at(results: dict[str, Any]) -> float:
-    return float((results.get("times") or {}).get("loadgen_ended_at") or 0.0)
+def ended_at(results: RunRecord | None) -> float:
+    return float((results.times if results else {}).get("loadgen_ended_at") or 0.0)
 
 
 def current_set(runs: list[Path]) -> list[Path]:

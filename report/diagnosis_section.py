@@ -1,6 +1,6 @@
 """The "Diagnosis" section: where a reduced-precision SUT loses accuracy, layer by layer.
 
-Reads the ``results.json`` a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders
+Reads the record a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders
 it: the worst layers with their op type and precision, the first jump, the recovery curve, CSV
 tables and one figure (SQNR along the network with the worst layers marked; with a recovery
 curve, top-1 and throughput against K beside it).
@@ -11,12 +11,15 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.records import RESULTS, DiagnosisRecord, UnreadableRecord, load_record
+
 log = logging.getLogger(__name__)
+
+FOLDER_PREFIX = "diagnose-"  # <output>/<host-sut>/<model>/diagnose-<against>/
 
 LAYER_COLUMNS = ("index", "name", "op_type", "precision", "reference", "reference_precision",
                  "matched_by", "shape", "sqnr_db", "cosine", "lost_db", "worst_rank")
@@ -24,25 +27,28 @@ RECOVERY_COLUMNS = ("label", "k", "top1", "top1_change", "samples_per_s", "speed
                     "speed_lost_pct", "top1_per_speed_point", "disturbed_rounds", "excluded")
 
 
-def load(folders: list[str | Path]) -> list[dict[str, Any]]:
-    """Every diagnosis under ``folders`` (each with the folder it came from)."""
+def load(folders: list[str | Path]) -> list[DiagnosisRecord]:
+    """Every diagnosis under ``folders``: the record in each ``diagnose-<against>/`` folder
+    (no run's record is opened). One this version cannot read is left out, and said."""
     found = []
-    for root in folders:
-        for path in sorted(Path(root).rglob("results.json")):
-            if any(part.startswith(".") for part in path.relative_to(root).parts):
+    for root in map(Path, folders):
+        own = [root] if root.name.startswith(FOLDER_PREFIX) else []  # a diagnosis' own folder
+        for folder in own + sorted(root.rglob(f"{FOLDER_PREFIX}*")):
+            path = folder / RESULTS
+            if any(part.startswith(".") for part in path.relative_to(root).parts) \
+                    or not path.is_file():
                 continue
             try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                log.warning("skipping %s: %s", path, exc)
+                record = load_record(path, DiagnosisRecord.KIND)
+            except UnreadableRecord as exc:
+                log.warning("skipping %s", exc)
                 continue
-            if not isinstance(record, dict) or record.get("kind") != "diagnosis":
-                continue
+            assert isinstance(record, DiagnosisRecord)
             if not _readable(record):
                 log.warning("skipping %s: a diagnosis this quantmark version cannot read "
                             "(run python run.py diagnose again)", path)
                 continue
-            found.append({**record, "folder": str(path.parent)})
+            found.append(record)
     return found
 
 
@@ -50,13 +56,11 @@ LAYER_KEYS = ("name", "op_type", "precision", "reference", "reference_precision"
               "shape", "sqnr_db", "cosine", "lost_db")
 
 
-def _readable(record: dict[str, Any]) -> bool:
-    """The keys the section reads are all there (an older or hand-edited file is skipped)."""
-    top = all(key in record for key in ("model", "sut", "against", "samples", "layers",
-                                        "worst", "capture"))
-    layers = record.get("layers")
-    return top and isinstance(layers, list) and all(
-        isinstance(layer, dict) and all(key in layer for key in LAYER_KEYS) for layer in layers)
+def _readable(record: DiagnosisRecord) -> bool:
+    """Every layer has the keys the section reads (an older or hand-edited file is skipped;
+    the record's own fields the loader checked)."""
+    return all(isinstance(layer, dict) and all(key in layer for key in LAYER_KEYS)
+               for layer in record.layers)
 
 
 def _csv(header: tuple[str, ...], rows: list[list[Any]]) -> str:
@@ -67,17 +71,17 @@ def _csv(header: tuple[str, ...], rows: list[list[Any]]) -> str:
     return out.getvalue()
 
 
-def _ranks(record: dict[str, Any]) -> dict[str, int]:
-    return {name: rank for rank, name in enumerate(record.get("worst", []), start=1)}
+def _ranks(record: DiagnosisRecord) -> dict[str, int]:
+    return {name: rank for rank, name in enumerate(record.worst, start=1)}
 
 
-def layers_csv(record: dict[str, Any]) -> str:
+def layers_csv(record: DiagnosisRecord) -> str:
     ranks = _ranks(record)
     return _csv(LAYER_COLUMNS, [
         [i, layer["name"], layer["op_type"], layer["precision"], layer["reference"],
          layer["reference_precision"], layer["matched_by"], "x".join(map(str, layer["shape"])),
          layer["sqnr_db"], layer["cosine"], layer["lost_db"], ranks.get(layer["name"], "")]
-        for i, layer in enumerate(record["layers"])])
+        for i, layer in enumerate(record.layers)])
 
 
 def _interval(value: dict[str, Any] | None, key: str, fmt: str) -> str:
@@ -100,16 +104,16 @@ def recovery_cells(row: dict[str, Any]) -> list[str]:
             str(row.get("disturbed_rounds", 0)), " ".join(row.get("excluded", []))]
 
 
-def recovery_csv(record: dict[str, Any]) -> str:
-    return _csv(RECOVERY_COLUMNS, [recovery_cells(row) for row in record["recovery"]["rows"]])
+def recovery_csv(record: DiagnosisRecord) -> str:
+    return _csv(RECOVERY_COLUMNS, [recovery_cells(row) for row in record.recovery["rows"]])
 
 
-def worst_rows(record: dict[str, Any]) -> list[list[str]]:
+def worst_rows(record: DiagnosisRecord) -> list[list[str]]:
     """rank, layer, op, precision, SQNR, SQNR lost, cosine, matched: the worst layers."""
-    by_name = {layer["name"]: layer for layer in record["layers"]}
-    jump = record.get("first_jump")
+    by_name = {layer["name"]: layer for layer in record.layers}
+    jump = record.first_jump
     rows = []
-    for rank, name in enumerate(record.get("worst", []), start=1):
+    for rank, name in enumerate(record.worst, start=1):
         layer = by_name[name]
         rows.append([str(rank), name + (" (first jump)" if name == jump else ""),
                      layer["op_type"], layer["precision"], f"{layer['sqnr_db']:.1f}",
@@ -124,25 +128,25 @@ RECOVERY_HEADER = ["model", "K", "top-1 %", "change vs K=0 [95%]", "samples/s [9
                    "kept in FP32"]
 
 
-def agreement(records: list[dict[str, Any]], top: int = 6) -> list[tuple[str, list[str],
+def agreement(records: list[DiagnosisRecord], top: int = 6) -> list[tuple[str, list[str],
                                                                        list[list[str]]]]:
     """Do frameworks agree on where precision is lost? For each model and reference that
     several diagnoses share (``--against`` one SUT), every reference layer in any of their
     worst ``top``: its rank in each (a dash where it is not among them). Returns (title,
     header, rows) per group, layers ordered by their best rank."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[DiagnosisRecord]] = {}
     for record in records:
-        groups.setdefault((record["model"], record["against"]), []).append(record)
+        groups.setdefault((record.model, record.against), []).append(record)
     tables = []
     for (model, against), group in groups.items():
-        suts = sorted({record["sut"] for record in group})
+        suts = sorted({record.sut for record in group})
         if len(suts) < 2:
             continue
         ranks: dict[str, dict[str, int]] = {}
         for record in group:
-            reference = {layer["name"]: layer["reference"] for layer in record["layers"]}
-            for rank, name in enumerate(record["worst"][:top], start=1):
-                ranks.setdefault(reference[name], {})[record["sut"]] = rank
+            reference = {layer["name"]: layer["reference"] for layer in record.layers}
+            for rank, name in enumerate(record.worst[:top], start=1):
+                ranks.setdefault(reference[name], {})[record.sut] = rank
         order = sorted(ranks, key=lambda layer: (min(ranks[layer].values()),
                                                  -len(ranks[layer])))
         rows = [[layer, *[str(ranks[layer].get(sut, "-")) for sut in suts],
@@ -152,28 +156,28 @@ def agreement(records: list[dict[str, Any]], top: int = 6) -> list[tuple[str, li
     return tables
 
 
-def title(record: dict[str, Any]) -> str:
-    damage = "".join(f", damaged {name} x{factor:g}" for name, factor in record.get("damage", []))
-    return (f"{record['model']}: {record['sut']} against {record['against']} "
-            f"({record['samples']} samples{damage})")
+def title(record: DiagnosisRecord) -> str:
+    damage = "".join(f", damaged {name} x{factor:g}" for name, factor in record.damage)
+    return (f"{record.model}: {record.sut} against {record.against} "
+            f"({record.samples} samples{damage})")
 
 
-def summary_lines(record: dict[str, Any]) -> list[str]:
-    matched = ", ".join(f"{n} by {how}" for how, n in record.get("matched", {}).items())
-    unmatched = record.get("unmatched", {})
-    rule = record.get("jump_rule", {})
+def summary_lines(record: DiagnosisRecord) -> list[str]:
+    matched = ", ".join(f"{n} by {how}" for how, n in record.matched.items())
+    unmatched = record.unmatched
+    rule = record.jump_rule
     lines = [f"layers matched: {matched or 'none'}; unmatched: "
-             f"{len(unmatched.get('test', []))} of {record['sut']}, "
-             f"{len(unmatched.get('reference', []))} of {record['against']}",
+             f"{len(unmatched.get('test', []))} of {record.sut}, "
+             f"{len(unmatched.get('reference', []))} of {record.against}",
              f"first jump (the first layer losing >= {rule.get('jump_db', 6):g} dB of SQNR and "
              f"within {rule.get('near_worst_db', 1):g} dB of the most any layer loses): "
-             f"{record.get('first_jump') or 'none'}",
-             f"capture: {record['capture']['test']['method']}",
-             f"precision: {record['capture']['test']['precision_source']}"]
-    if record.get("exclusion"):
-        lines.append(f"recovery keeps layers in FP32 with {record['exclusion']}")
-    if record.get("recovery_failed"):
-        lines.append(f"RECOVERY FAILED: {record['recovery_failed']}")
+             f"{record.first_jump or 'none'}",
+             f"capture: {record.capture['test']['method']}",
+             f"precision: {record.capture['test']['precision_source']}"]
+    if record.exclusion:
+        lines.append(f"recovery keeps layers in FP32 with {record.exclusion}")
+    if record.recovery_failed:
+        lines.append(f"RECOVERY FAILED: {record.recovery_failed}")
     return lines
 
 
@@ -185,28 +189,28 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
             + [f"| {' | '.join(esc(c) for c in row)} |" for row in rows])
 
 
-def markdown(record: dict[str, Any], level: str = "##", figure_link: bool = True) -> list[str]:
+def markdown(record: DiagnosisRecord, level: str = "##", figure_link: bool = True) -> list[str]:
     lines = [f"{level} Diagnosis: {title(record)}", ""]
     lines += [f"- {line}" for line in summary_lines(record)] + [""]
     lines += _md_table(WORST_HEADER, worst_rows(record))
-    if record.get("recovery"):
-        lines += ["", f"{level}# Recovery curve ({record['recovery']['eval_samples']} samples, "
-                      f"{record['recovery']['rounds']} interleaved speed rounds)", ""]
+    if record.recovery:
+        lines += ["", f"{level}# Recovery curve ({record.recovery['eval_samples']} samples, "
+                      f"{record.recovery['rounds']} interleaved speed rounds)", ""]
         lines += _md_table(RECOVERY_HEADER, [recovery_cells(r) for r in
-                                             record["recovery"]["rows"]])
-    if record.get("figure") and figure_link:
-        lines += ["", f"![diagnosis]({record['figure']})"]
+                                             record.recovery["rows"]])
+    if record.figure and figure_link:
+        lines += ["", f"![diagnosis]({record.figure})"]
     return lines
 
 
-def agreement_markdown(records: list[dict[str, Any]]) -> list[str]:
+def agreement_markdown(records: list[DiagnosisRecord]) -> list[str]:
     lines: list[str] = []
     for heading, header, rows in agreement(records):
         lines += ["", f"## Diagnosis agreement: {heading}", ""] + _md_table(header, rows)
     return lines
 
 
-def agreement_html(records: list[dict[str, Any]]) -> str:
+def agreement_html(records: list[DiagnosisRecord]) -> str:
     return "\n".join(f"<h2>Diagnosis agreement: {html.escape(heading)}</h2>"
                      + _html_table(header, rows)
                      for heading, header, rows in agreement(records))
@@ -219,34 +223,34 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def to_html(record: dict[str, Any]) -> str:
+def to_html(record: DiagnosisRecord) -> str:
     table = _html_table
     parts = [f"<h2>Diagnosis: {html.escape(title(record))}</h2><ul>"
              + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(record))
              + "</ul>", table(WORST_HEADER, worst_rows(record))]
-    if record.get("recovery"):
+    if record.recovery:
         parts.append(table(RECOVERY_HEADER, [recovery_cells(r)
-                                             for r in record["recovery"]["rows"]]))
+                                             for r in record.recovery["rows"]]))
     return "\n".join(parts)
 
 
-def figures(records: list[dict[str, Any]]) -> list[Any]:
+def figures(records: list[DiagnosisRecord]) -> list[Any]:
     """Each diagnosis' figure (drawn when it ran) for the report's Figures section."""
     from quantmark.report.figures import Figure
 
     found = []
     for record in records:
-        path = Path(record["folder"]) / (record.get("figure") or "")
-        if record.get("figure") and path.is_file():
-            name = f"diagnosis-{record['model']}-{record['sut']}-{record['against']}.png"
+        path = Path(record.folder or ".") / (record.figure or "")
+        if record.figure and record.folder and path.is_file():
+            name = f"diagnosis-{record.model}-{record.sut}-{record.against}.png"
             found.append(Figure("diagnosis", f"Diagnosis: {title(record)}", name,
-                                path.read_bytes(), f"layer errors of {record['sut']}",
+                                path.read_bytes(), f"layer errors of {record.sut}",
                                 "Blue: each layer's SQNR against the reference; bars: the "
                                 "SQNR lost at the layer; red marks: the worst layers."))
     return found
 
 
-def draw(record: dict[str, Any], path: Path) -> Path | None:
+def draw(record: DiagnosisRecord, path: Path) -> Path | None:
     """The diagnosis figure: SQNR and added error along the network, worst layers marked
     (and, with a recovery curve, top-1 and throughput against K). None without matplotlib."""
     try:
@@ -259,7 +263,7 @@ def draw(record: dict[str, Any], path: Path) -> Path | None:
         return None
     from quantmark.ground.hashing import atomic_write_bytes
 
-    rows = record.get("recovery", {}).get("rows", [])
+    rows = (record.recovery or {}).get("rows", [])
     fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(13 if rows else 9, 4.2),
                              gridspec_kw={"width_ratios": [2.2, 1]} if rows else None,
                              squeeze=False)
@@ -275,8 +279,8 @@ def draw(record: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def _draw_layers(ax: Any, record: dict[str, Any]) -> None:
-    layers = record["layers"]
+def _draw_layers(ax: Any, record: DiagnosisRecord) -> None:
+    layers = record.layers
     x = list(range(len(layers)))
     ax.plot(x, [min(layer["sqnr_db"], 80) for layer in layers], color="tab:blue", marker=".",
             label="SQNR against the reference")
@@ -288,7 +292,7 @@ def _draw_layers(ax: Any, record: dict[str, Any]) -> None:
             ax.annotate(f"#{ranks[layer['name']]} {layer['name']}", (i, layer["lost_db"]),
                         fontsize=6, rotation=60, xytext=(0, 4), textcoords="offset points")
             ax.plot([i], [layer["lost_db"]], "rv")
-        if layer["name"] == record.get("first_jump"):
+        if layer["name"] == record.first_jump:
             ax.axvline(i, color="tab:red", linestyle=":", label="first jump")
     floor = min([0.0] + [layer["sqnr_db"] for layer in layers])
     fp32 = [i for i, layer in enumerate(layers) if not layer["precision"].startswith("int")]

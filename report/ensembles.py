@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.records import RunRecord
 from quantmark.report.accuracy import ACCURACY_LOG, paired_change
 from quantmark.report.characterize import Config, Run, Study, is_ensemble
 from quantmark.report.current_set import read_results
@@ -48,19 +49,18 @@ def _member(entry: Any) -> Member | None:
     return Member(name, model, sut) if name and model and sut else None
 
 
-def members(results: dict[str, Any]) -> list[Member]:
+def members(results: RunRecord) -> list[Member]:
     """The ensemble's members in its order: from its ``ensemble`` record, else the model's
     ``members``, else the run's ``ensemble`` setting (comma-separated)."""
-    entries = ((results.get("ensemble") or {}).get("members")
-               or (results.get("model") or {}).get("members")
-               or str((results.get("config") or {}).get("ensemble") or "").split(","))
+    entries = ((results.ensemble or {}).get("members") or results.model.get("members")
+               or str(results.config.get("ensemble") or "").split(","))
     return [m for m in map(_member, entries) if m is not None]
 
 
-def mode(results: dict[str, Any], sut: str) -> tuple[str, str]:
+def mode(results: RunRecord, sut: str) -> tuple[str, str]:
     """(how the members run, how their answers combine), e.g. ("sequential", "mean"); from the
     SUT's name where the run did not record it."""
-    record, settings = results.get("ensemble") or {}, results.get("config") or {}
+    record, settings = results.ensemble or {}, results.config
     run = record.get("mode") or settings.get("ensemble_mode") or (
         "concurrent" if "concurrent" in sut else "sequential")
     combine = record.get("combine") or settings.get("ensemble_combine") or (
@@ -68,7 +68,7 @@ def mode(results: dict[str, Any], sut: str) -> tuple[str, str]:
     return str(run), str(combine)
 
 
-def _order(results: dict[str, Any], sut: str) -> tuple[bool, str, bool, str]:
+def _order(results: RunRecord, sut: str) -> tuple[bool, str, bool, str]:
     """Mean before vote, sequential before concurrent: the order of an ensemble's rows."""
     run, combine = mode(results, sut)
     return combine != "mean", combine, run != "sequential", sut
@@ -78,7 +78,7 @@ def peak_rss(config: Config | None) -> float | None:
     """The test process's peak RSS (results.json ``memory``), the largest of the repeats: what
     the machine must hold."""
     found = [float(v) for run in (config.runs if config else [])
-             if isinstance(v := (run.results.get("memory") or {}).get("peak_rss_mb"), int | float)]
+             if isinstance(v := run.results.memory.get("peak_rss_mb"), int | float)]
     return max(found) if found else None
 
 
@@ -87,7 +87,7 @@ def time_shares(config: Config) -> dict[str, float]:
     which member the ensemble waits for."""
     shares: dict[str, list[float]] = {}
     for run in config.runs:
-        for entry in (run.results.get("ensemble") or {}).get("members") or []:
+        for entry in (run.results.ensemble or {}).get("members") or []:
             share = entry.get("time_share") if isinstance(entry, dict) else None
             if isinstance(share, int | float):
                 shares.setdefault(str(entry.get("member")), []).append(float(share))
@@ -124,7 +124,7 @@ def combined(parts: list[Config]) -> Config | None:
         values = {None: combine([float(p.metric or 0) for p in parts], latency)}
     summary = parts[0].runs[0].summary
     runs = [Run(Path(COMBINED), replace(summary, metric_value=value, samples_per_second=None),
-                {"repeat": {"index": index}} if index is not None else {})
+                RunRecord(repeat={"index": index} if index is not None else None))
             for index, value in values.items()]
     made = Config(parts[0].system, "+".join(p.model for p in parts), COMBINED, parts[0].scenario,
                   parts[0].batch_size, runs)
@@ -262,10 +262,10 @@ class AccuracyTable:
 def accuracy_tables(study: Study) -> list[AccuracyTable]:
     """One accuracy table per (machine, ensemble) with an ensemble accuracy run."""
     logs = AccuracyLogs(study.accuracy)
-    found: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    found: dict[tuple[str, str], list[tuple[str, RunRecord]]] = {}
     for (system, model, sut), record in study.accuracy.items():
         results = read_results(Path(record["folder"]))
-        if is_ensemble(results):
+        if results and is_ensemble(results):
             found.setdefault((system, model), []).append((sut, results))
     tables = []
     for (system, name), runs in sorted(found.items()):
@@ -274,7 +274,7 @@ def accuracy_tables(study: Study) -> list[AccuracyTable]:
         own = {m.name: study.accuracy.get((system, m.model, m.sut), {}).get("top1") for m in parts}
         table = AccuracyTable(system, name, parts, own, [])
         for sut, results in runs:
-            record = (results.get("ensemble") or {}).get("accuracy") or {}
+            record = (results.ensemble or {}).get("accuracy") or {}
             top1 = (record.get("ensemble") or {}).get(
                 "top1", study.accuracy[(system, name, sut)].get("top1"))
             table.runs.append(EnsembleAccuracy(sut, record, top1))

@@ -34,8 +34,7 @@ def repeat_index(run: Run) -> int | None:
     ``--repeats`` (results ``repeat.index``); None when neither says."""
     index = run.tracked.get("repeat")
     if index is None:
-        record = run.results.get("repeat")
-        index = record.get("index") if isinstance(record, dict) else None
+        return run.results.repeat_index
     return index if isinstance(index, int) and not isinstance(index, bool) else None
 
 
@@ -109,10 +108,10 @@ def verdicts_note(verdicts: int) -> str:
 def _until_stable(config: Config) -> tuple[float, int] | None:
     """(target %, planned runs) of a set ``--until-stable`` ran, as its results.json records;
     None for any other set."""
-    targets = {(r.results.get("config") or {}).get("until_stable") for r in config.runs}
+    targets = {r.results.config.get("until_stable") for r in config.runs}
     if len(targets) != 1 or None in targets:
         return None
-    planned = (config.runs[0].results.get("repeat") or {}).get("of")
+    planned = (config.runs[0].results.repeat or {}).get("of")
     # no record of the planned runs: the rule's own minimum (quantmark.run.repeated)
     return float(targets.pop()), planned if isinstance(planned, int) else 3
 
@@ -138,7 +137,7 @@ def point(config: Config, reference: Config | None, found: Ratio | None) -> floa
 def disturbance(runs: list[Run]) -> tuple[int, int, list[str]]:
     """(runs other processes disturbed, runs with a verdict either way, why). Results written
     before the runner watched for interference have no verdict: unknown, not disturbed."""
-    verdicts = [r.results.get("interference") or {} for r in runs]
+    verdicts = [r.results.interference or {} for r in runs]
     disturbed = [v for v in verdicts if v.get("disturbed") is True]
     checked = sum(v.get("disturbed") in (True, False) for v in verdicts)
     why = list(dict.fromkeys(str(w) for v in disturbed for w in v.get("why") or []))

@@ -30,7 +30,7 @@ def measured(config: Config) -> dict[str, Any]:
         "n": len(summaries),
         "validity": ("VALID" if not invalid else
                      f"INVALID ({invalid} of {len(every)}, left out of the figures)"),
-        "run_kind": config.first.get("settings", {}).get("mode", "unknown"),
+        "run_kind": config.first.settings.get("mode", "unknown"),
         "metric_name": every[0].metric_name,
         "metric_unit": every[0].metric_unit,
         "metric": config.metric,

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from quantmark.ground.hashing import atomic_write_text
+from quantmark.ground.records import RunRecord
+from quantmark.report.current_set import read_results
 from quantmark.report.loadgen_log import (
     PERCENTILES,
     LogError,
@@ -82,22 +82,18 @@ def _mode(loadgen_mode: str) -> str:
 
 
 def _row(folder: Path, summary: RunSummary) -> Row:
-    results: dict[str, Any] = {}
-    results_file = folder / "results.json"
-    if results_file.is_file():
-        results = json.loads(results_file.read_text())
-    config = results.get("config", {})
-    settings = results.get("settings", {})
-    accuracy = (results.get("accuracy") or {}).get("top1")
-    thermal = (results.get("machine") or {}).get("thermal") or {}
-    interference = results.get("interference") or {}
+    results = read_results(folder) or RunRecord()  # none: the log alone names the run
+    config, settings = results.config, results.settings
+    accuracy = (results.accuracy or {}).get("top1")
+    thermal = results.machine.get("thermal") or {}
+    interference = results.interference or {}
     if accuracy is None and (folder / "accuracy.txt").is_file():
         first = (folder / "accuracy.txt").read_text().split(",")[0]
         if first.startswith("accuracy="):
             accuracy = float(first.split("=")[1].rstrip("%"))
     return Row(
         path=folder,
-        system=results.get("system_id", ""),
+        system=results.system_id,
         sut=config.get("sut", ""),
         model=config.get("model", ""),
         # a log cut before its settings lacks the scenario: the runner's record names the run
@@ -108,8 +104,8 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         run_kind="FAILED" if folder.name.endswith(".failed") else settings.get("mode", "unknown"),
         summary=summary,
         accuracy=accuracy,
-        executed_precision=str(results.get("sut", {}).get("executed_precision", "")),
-        calibration_hash=str((results.get("calibration") or {}).get("hash", "")),
+        executed_precision=str(results.sut.get("executed_precision", "")),
+        calibration_hash=str((results.calibration or {}).get("hash", "")),
         throttled={True: "yes", False: "no"}.get(thermal.get("throttled"), ""),
         throttling_reasons="; ".join(thermal.get("why") or []) if thermal.get("throttled") else "",
         disturbed={True: "yes", False: "no"}.get(interference.get("disturbed"), ""),

@@ -8,14 +8,15 @@ computed here, in one place, for the train-bench summary and the characterizatio
 from __future__ import annotations
 
 import html
-import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.records import TrainBenchRecord, UnreadableRecord, load_record
 from quantmark.report.table_formats import csv_text, html_table, markdown_table, number
 
-KIND = "train-bench"
+log = logging.getLogger(__name__)
 # <framework>-<model>-b<batch>[-s<image size>]-<precision>.json
 FILE_NAME = re.compile(r"^(torch|tf)-.+-b\d+(-s\d+)?-(fp32|amp)\.json$")
 PRECISION_ORDER = ("fp32", "amp")
@@ -27,8 +28,9 @@ def file_name(framework: str, model: str, batch_size: int, image_size: int,
     return f"{framework}-{model}-b{batch_size}{size}-{precision}.json"
 
 
-def load(folders: list[str | Path]) -> list[dict[str, Any]]:
-    """Every train-bench record under ``folders``, FP32 before AMP within a configuration."""
+def load(folders: list[str | Path]) -> list[TrainBenchRecord]:
+    """Every train-bench record under ``folders`` (by its file name), FP32 before AMP within a
+    configuration; one that cannot be read is left out, and the log says so."""
     records = []
     for root in map(Path, folders):
         for path in sorted(root.rglob("*.json")):
@@ -36,54 +38,53 @@ def load(folders: list[str | Path]) -> list[dict[str, Any]]:
             if not FILE_NAME.match(path.name) or any(p.startswith(".") for p in relative.parts):
                 continue
             try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
+                record = load_record(path, TrainBenchRecord.KIND)
+            except UnreadableRecord as exc:
+                log.warning("left out: %s", exc)
                 continue
-            if isinstance(data, dict) and data.get("kind") == KIND:
-                records.append({**data, "path": str(path)})
-    return sorted(records, key=lambda r: (*_group(r), PRECISION_ORDER.index(r["precision"])
-                                          if r.get("precision") in PRECISION_ORDER else 9))
+            assert isinstance(record, TrainBenchRecord)
+            records.append(record)
+    return sorted(records, key=lambda r: (*_group(r), PRECISION_ORDER.index(r.precision)
+                                          if r.precision in PRECISION_ORDER else 9))
 
 
-def _group(record: dict[str, Any]) -> tuple:
+def _group(record: TrainBenchRecord) -> tuple:
     """What an AMP run must share with its FP32 reference."""
-    return (str(record.get("machine", {}).get("hostname", "unknown")), record["framework"],
-            record["model"], record["device"], record["batch_size"], record["image_size"])
+    return (str(record.machine.get("hostname", "unknown")), record.framework, record.model,
+            record.device, record.batch_size, record.image_size)
 
 
 def _ratio(mine: float | None, theirs: float | None) -> float | None:
     return mine / theirs if mine and theirs else None
 
 
-def rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows(records: list[TrainBenchRecord]) -> list[dict[str, Any]]:
     """One flat row per record, with the AMP / FP32 ratios (1.0 on the FP32 row itself)."""
-    fp32 = {_group(r): r for r in records if r["precision"] == "fp32"}
+    fp32 = {_group(r): r for r in records if r.precision == "fp32"}
     out = []
     for r in records:
         ref = fp32.get(_group(r))
-        memory = r["memory"]
-        same_memory = ref is not None and ref["memory"]["kind"] == memory["kind"]
+        memory, times, steps = r.memory, r.times, r.step_time_s
+        same_memory = ref is not None and ref.memory["kind"] == memory["kind"]
         out.append({
-            "system": _group(r)[0], "framework": r["framework"], "model": r["model"],
-            "device": r["device"], "device_name": r.get("device_name", ""),
-            "precision": r["precision"], "executed_precision": r["executed_precision"],
-            "compute_dtype": r["amp"]["evidence"].get("compute_dtype", ""),
-            "batch_size": r["batch_size"], "image_size": r["image_size"], "steps": r["steps"],
-            "warmup_steps": r["warmup_steps"], "first_step_s": r["times"]["first_step_s"],
-            "warmup_s": r["times"]["warmup_s"], "step_median_s": r["step_time_s"]["median"],
-            "step_mean_s": r["step_time_s"]["mean"], "step_p90_s": r["step_time_s"]["p90"],
-            "images_per_s": r["images_per_s"], "peak_memory_mb": memory["peak_mb"],
+            "system": _group(r)[0], "framework": r.framework, "model": r.model,
+            "device": r.device, "device_name": r.device_name,
+            "precision": r.precision, "executed_precision": r.executed_precision,
+            "compute_dtype": r.amp["evidence"].get("compute_dtype", ""),
+            "batch_size": r.batch_size, "image_size": r.image_size, "steps": r.steps,
+            "warmup_steps": r.warmup_steps, "first_step_s": times["first_step_s"],
+            "warmup_s": times["warmup_s"], "step_median_s": steps["median"],
+            "step_mean_s": steps["mean"], "step_p90_s": steps["p90"],
+            "images_per_s": r.images_per_s, "peak_memory_mb": memory["peak_mb"],
             "memory_kind": memory["kind"], "memory_source": memory["source"],
             "training_memory_mb": memory.get("training_increment_mb"),
-            "loss_first": r["loss_first"], "loss_last": r["loss_last"],
-            "loss_finite": r["loss_finite"],
-            "step_time_vs_fp32": _ratio(r["step_time_s"]["median"],
-                                        ref["step_time_s"]["median"] if ref else None),
-            "images_per_s_vs_fp32": _ratio(r["images_per_s"],
-                                           ref["images_per_s"] if ref else None),
+            "loss_first": r.loss_first, "loss_last": r.loss_last, "loss_finite": r.loss_finite,
+            "step_time_vs_fp32": _ratio(steps["median"],
+                                        ref.step_time_s["median"] if ref else None),
+            "images_per_s_vs_fp32": _ratio(r.images_per_s, ref.images_per_s if ref else None),
             "memory_vs_fp32": _ratio(memory["peak_mb"],
-                                     ref["memory"]["peak_mb"] if same_memory else None),
-            "path": r["path"],
+                                     ref.memory["peak_mb"] if same_memory else None),
+            "path": str(r.source),
         })
     return out
 

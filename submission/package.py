@@ -24,11 +24,11 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
 from quantmark.ground.paths import require_component, require_path
+from quantmark.ground.records import RunRecord
 from quantmark.submission.rules import AUDIT_TESTS, ScenarioRuns, find_scenarios, scenario_problems
 from quantmark.submission.system import build_system_json, missing_user_fields, write_system_json
 
@@ -67,11 +67,9 @@ def _copy_logs(source: Path, target: Path, extra: tuple[str, ...] = ()) -> None:
         shutil.copy2(source / name, target / name)
 
 
-def _measurements(results: dict[str, Any]) -> dict[str, str]:
+def _measurements(results: RunRecord) -> dict[str, str]:
     """The implementation facts the checker requires, from what the run recorded."""
-    described = results.get("sut", {})
-    model = results.get("model", {})
-    calibration = results.get("calibration")
+    described, model, calibration = results.sut, results.model, results.calibration
     executed = str(described.get("executed_precision") or described.get("precision") or "")
     if calibration:
         transform = (f"post-training static quantization with {described.get('framework')}'s "
@@ -89,9 +87,8 @@ def _measurements(results: dict[str, Any]) -> dict[str, str]:
             "weight_transformations": transform}
 
 
-def _readme(runs: ScenarioRuns, results: dict[str, Any], accuracy: str) -> str:
-    config = results.get("config", {})
-    described = results.get("sut", {})
+def _readme(runs: ScenarioRuns, results: RunRecord, accuracy: str) -> str:
+    config, described = results.config, results.sut
     command = (f"python run.py --official --all-tests --scenario {runs.scenario} "
                f"--sut {config.get('sut')} --model {config.get('model')} "
                f"--batch-size {config.get('batch_size')}")
@@ -99,13 +96,13 @@ def _readme(runs: ScenarioRuns, results: dict[str, Any], accuracy: str) -> str:
                       ("--calibration-list", "calibration_list"), ("--user-conf", "user_conf")):
         if config.get(key):
             command += f" {flag} {config[key]}"
-    summary = results.get("summary", {})
+    summary = results.summary
     return "\n".join([
         f"# {runs.model} {runs.scenario} on {runs.system}", "",
         f"SUT `{described.get('name')}` ({described.get('framework')} "
         f"{described.get('framework_version', '')}), requested precision "
         f"{described.get('precision')}, executed precision {described.get('executed_precision')}.",
-        f"Weights: {results.get('model', {}).get('weights')}.",
+        f"Weights: {results.model.get('weights')}.",
         f"Performance: {summary.get('metric_name')} = {summary.get('metric_value')} "
         f"({summary.get('validity')}). Accuracy: {accuracy}.", "",
         "Reproduce (performance, accuracy, TEST01 and TEST04, each in its own process), then "
@@ -141,7 +138,7 @@ def _write_scenario(runs: ScenarioRuns, target: Path) -> str:
                          "compliance_accuracy.txt"):
                 if (source / name).is_file():
                     shutil.copy2(source / name, test_dir / "accuracy" / name)
-    return str(perf.get("sut", {}).get("framework") or "")
+    return str(perf.sut.get("framework") or "")
 
 
 def _copy_source(target: Path) -> None:
@@ -174,7 +171,7 @@ def _build(scenarios: list[ScenarioRuns], base: Path, division: str, submitter: 
         model_dir = runs.model if division == "open" else OFFICIAL_BENCHMARK
         target = base / "results" / runs.system / model_dir / runs.scenario
         framework = _write_scenario(runs, target)
-        version = runs.results(runs.performance).get("software", {}).get(framework, "")
+        version = runs.results(runs.performance).software.get(framework, "")
         frameworks.setdefault(runs.system, {})[framework] = str(version or "")
         packaged.scenarios.append(f"{runs.system}/{model_dir}/{runs.scenario}")
     for system, used in frameworks.items():

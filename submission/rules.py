@@ -7,11 +7,10 @@ them, plus quantmark's own refusals: a quick run, a missing or failed compliance
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from quantmark.ground.records import RESULTS, RunRecord, load_run
 from quantmark.report.loadgen_log import LogError, read_detail
 from quantmark.scenarios.settings import OFFICIAL_MIN_DURATION_MS
 
@@ -47,9 +46,10 @@ class ScenarioRuns:
     def audit_run(self, test: str) -> Path:
         return self.folder / test / "performance" / "run_1"
 
-    def results(self, run: Path) -> dict[str, Any]:
-        path = run / "results.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+    def results(self, run: Path) -> RunRecord:
+        """The run's record; an empty one where it has none (the checks name what lacks)."""
+        path = run / RESULTS
+        return load_run(path) if path.is_file() else RunRecord()
 
 
 def find_scenarios(root: Path) -> list[ScenarioRuns]:
@@ -62,7 +62,7 @@ def find_scenarios(root: Path) -> list[ScenarioRuns]:
     return found
 
 
-def _official_run_problems(run: Path, what: str, results: dict[str, Any],
+def _official_run_problems(run: Path, what: str, results: RunRecord,
                            require_official: bool) -> list[str]:
     """A performance-mode run (normal or audit) that the rules accept as a measurement."""
     try:
@@ -73,7 +73,7 @@ def _official_run_problems(run: Path, what: str, results: dict[str, Any],
     if detail["_errors"]:
         problems.append(f"{what}: LoadGen logged errors ({detail['_errors'][0]}); rerun")
     if require_official:
-        if results.get("settings", {}).get("mode") != "official" or \
+        if results.settings.get("mode") != "official" or \
                 (run / "NOT_VALID_FOR_SUBMISSION.txt").exists():
             problems.append(f"{what} is a quick run; rerun with --official")
         if int(detail.get("effective_min_duration_ms") or 0) < OFFICIAL_MIN_DURATION_MS:
@@ -132,7 +132,7 @@ def _accuracy_problems(runs: ScenarioRuns, division: str, where: str) -> list[st
     detail = read_detail(run / "mlperf_log_detail.txt")
     if detail["_errors"]:
         problems.append(f"{where} accuracy run: LoadGen logged errors; rerun")
-    accuracy = runs.results(run).get("accuracy") or {}
+    accuracy = runs.results(run).accuracy or {}
     if division == "closed":
         target = CLOSED_MODELS.get(runs.model)
         if target is None:

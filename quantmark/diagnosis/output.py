@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground import fingerprint
-from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.layout import system_id
+from quantmark.ground.records import RESULTS, DiagnosisRecord, write_record
 from quantmark.report import diagnosis_section as tables
 from quantmark.sut.registry import get_sut
 
@@ -22,24 +23,26 @@ def folder_for(output: str, model: str, sut: str, against: str) -> Path:
     return Path(output) / system_id(sut) / model / f"diagnose-{against}"
 
 
-def write(record: dict[str, Any], config: Any, started: float) -> Path:
-    """Write the diagnosis ``record`` (``steps.run``'s) and its tables and figure; the folder."""
-    folder = folder_for(config.output, record["model"], record["sut"], record["against"])
+def write(found: dict[str, Any], config: Any, started: float) -> Path:
+    """Write the diagnosis ``found`` (``steps.run``'s) as its typed record, with its tables and
+    figure; the folder."""
+    folder = folder_for(config.output, found["model"], found["sut"], found["against"])
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").unlink(missing_ok=True)  # an older diagnosis is replaced whole
+    (folder / RESULTS).unlink(missing_ok=True)  # an older diagnosis is replaced whole
     distributions = tuple(dict.fromkeys(
-        get_sut(record["sut"]).distributions + get_sut(record["against"]).distributions))
-    record = {**record, "config": {k: (list(v) if isinstance(v, tuple) else v)
-                                   for k, v in vars(config).items()},
-              "system_id": system_id(record["sut"]), "machine": fingerprint.machine(),
-              "software": fingerprint.software(distributions),
-              "times": {"started_at": started, "ended_at": time.time(),
-                        "wall_s": round(time.time() - started, 2)}}
+        get_sut(found["sut"]).distributions + get_sut(found["against"]).distributions))
+    record = DiagnosisRecord.from_dict({
+        **found, "config": {k: (list(v) if isinstance(v, tuple) else v)
+                            for k, v in vars(config).items()},
+        "system_id": system_id(found["sut"]), "machine": fingerprint.machine(),
+        "software": fingerprint.software(distributions),
+        "times": {"started_at": started, "ended_at": time.time(),
+                  "wall_s": round(time.time() - started, 2)}}, str(folder))
     atomic_write_text(folder / "layers.csv", tables.layers_csv(record))
     atomic_write_text(folder / "layers.md", "\n".join(tables.markdown(record)) + "\n")
-    if record.get("recovery"):
+    if record.recovery:
         atomic_write_text(folder / "recovery.csv", tables.recovery_csv(record))
     figure = tables.draw(record, folder / "diagnosis.png")
-    record["figure"] = figure.name if figure else None
-    atomic_write_json(folder / "results.json", record)
+    record.figure = figure.name if figure else None
+    write_record(folder / RESULTS, record)
     return folder

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+
+def sut_label(sut: str, options: Mapping[str, str] | None = None) -> str:
+    """The SUT with the ``--sut-option`` values it ran with (``ov-int8 ov_api=async``): runs
+    with other options are another configuration, never pooled into one figure."""
+    return " ".join([sut, *(f"{key}={value}" for key, value in sorted((options or {}).items()))])
 
 
 @dataclass

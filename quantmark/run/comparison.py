@@ -25,10 +25,11 @@ from rich.table import Table
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import system_name
+from quantmark.ground.records import RunRecord
 from quantmark.report.current_set import current_set, read_results
 from quantmark.report.loadgen_log import check_complete
 from quantmark.report.stats import Interval, Ratio, bound_text, figure_interval, speedup
-from quantmark.run.validity import left_out_why, repeat_index
+from quantmark.run.validity import left_out_why
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 AUDITS = ("TEST01", "TEST04", "TEST05")
@@ -54,34 +55,34 @@ class Side:
 
     label: str
     runs: list[Path]
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     left_out: list[tuple[Path, str]] = field(default_factory=list)
     found: list[int | None] = field(default_factory=list)  # repeat index of every run found
 
     @property
     def values(self) -> list[float]:
-        return [float(r["summary"]["metric_value"]) for r in self.records]
+        return [float(r.summary["metric_value"]) for r in self.records]
 
     @property
     def unit(self) -> str:
-        return str(self.records[0]["summary"].get("metric_unit"))
+        return str(self.records[0].summary.get("metric_unit"))
 
     @property
     def suts(self) -> list[str]:
-        return sorted({str(r.get("config", {}).get("sut")) for r in self.records})
+        return sorted({str(r.config.get("sut")) for r in self.records})
 
     @property
     def kind(self) -> tuple[str, str, str]:
-        summary = self.records[0]["summary"]
+        summary = self.records[0].summary
         return (str(summary.get("scenario")), str(summary.get("metric_name")), self.unit)
 
-    def disturbed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if (r.get("interference") or {}).get("disturbed")]
+    def disturbed(self) -> list[RunRecord]:
+        return [r for r in self.records if (r.interference or {}).get("disturbed")]
 
     def interval(self) -> Interval:
         return figure_interval(self.values)
 
-    def by_repeat(self) -> dict[int | None, tuple[Path, dict[str, Any]]]:
+    def by_repeat(self) -> dict[int | None, tuple[Path, RunRecord]]:
         return {run_index(run, r): (run, r) for run, r in zip(self.runs, self.records,
                                                                strict=True)}
 
@@ -122,27 +123,27 @@ def resolve(spec: str) -> list[Path]:
     return runs
 
 
-def run_index(run: Path, record: dict[str, Any]) -> int | None:
+def run_index(run: Path, record: RunRecord | None) -> int | None:
     """Which repeat a run was: its sweep cell's ``-r<K>``, else results.json ``repeat.index``."""
     for part in reversed(run.parts):
         if match := SWEEP_REPEAT.search(part):
             return int(match[1])
-    return repeat_index(record)
+    return record.repeat_index if record else None
 
 
-def identity(record: dict[str, Any]) -> dict[str, str]:
+def identity(record: RunRecord) -> dict[str, str]:
     """What makes runs repeats of one test, as text: the IDENTITY fields, the model artifact
     (its cache key, else its source hash, else the model file) and the machine."""
     found: dict[str, str] = {}
     for label, keys in IDENTITY.items():
-        value: Any = record
-        for key in keys:
+        value: Any = getattr(record, keys[0])
+        for key in keys[1:]:
             value = value.get(key) if isinstance(value, dict) else None
         found[label] = "-" if value in (None, "", {}) else str(value)
-    model = record.get("model") or {}
+    model = record.model
     found["model artifact"] = str(model.get("key") or model.get("source_hash") or
-                                  (record.get("config") or {}).get("model_path") or "-")
-    found["machine"] = system_name(record.get("machine") or {})
+                                  record.config.get("model_path") or "-")
+    found["machine"] = system_name(record.machine)
     return found
 
 
@@ -151,7 +152,7 @@ def _name(run: Path, spec: str) -> str:
     return str(run.relative_to(root)) if run.is_relative_to(root) and run != root else str(run)
 
 
-def _check_one_test(spec: str, runs: list[Path], records: list[dict[str, Any]]) -> None:
+def _check_one_test(spec: str, runs: list[Path], records: list[RunRecord]) -> None:
     """A one-line error naming what differs when the runs are not repeats of one test."""
     seen = [identity(r) for r in records]
     differ = []
@@ -173,16 +174,16 @@ def load_side(spec: str) -> Side:
     """The runs ``spec`` names, checked to be repeats of one test, the unusable left out."""
     runs = resolve(spec)
     records = [read_results(run) for run in runs]
-    readable = [i for i, record in enumerate(records) if record]  # the others: left out
-    if readable:
-        _check_one_test(spec, [runs[i] for i in readable], [records[i] for i in readable])
+    readable = [(run, record) for run, record in zip(runs, records, strict=True) if record]
+    if readable:  # the others are left out
+        _check_one_test(spec, [run for run, _ in readable], [record for _, record in readable])
     side = Side(spec, [], [], found=[run_index(run, r) for run, r in zip(runs, records,
                                                                          strict=True)])
     for run, record in zip(runs, records, strict=True):
         problems = check_complete(run)
         why = (f"incomplete: {'; '.join(problems)}" if problems else
                left_out_why(record) if record else "its results.json does not parse")
-        if why:
+        if why or record is None:  # None: its results.json does not parse
             side.left_out.append((run, why))
         else:
             side.runs.append(run)
@@ -272,6 +273,6 @@ def show(console: Console, a: Side, b: Side, ratio: Ratio) -> None:
             console.print(f"[yellow]{name}: left out {escape(_name(run, side.label))}: "
                           f"{escape(why)}[/]", soft_wrap=True)
         for record in side.disturbed():
-            why = "; ".join(record["interference"].get("why") or [])
+            why = "; ".join((record.interference or {}).get("why") or [])
             console.print(f"[yellow]{name} has a disturbed run: {escape(why)}; rerun it on a "
                           "quiet machine[/]")

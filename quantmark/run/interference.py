@@ -12,7 +12,6 @@ None for what it cannot read: a machine without PSI or cpufreq is still watched.
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 import math
 import os
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantmark.ground.hashing import atomic_write_json
+from quantmark.ground.errors import UserError
 from quantmark.ground.locks import FileLock, LockHeld
 from quantmark.ground.proc_counters import (
     PRESSURE,
@@ -34,6 +33,13 @@ from quantmark.ground.proc_counters import (
     read_freq_mhz,
     read_pressure,
     read_process_cpu_s,
+)
+from quantmark.ground.records import (
+    INTERFERENCE,
+    RESULTS,
+    InterferenceRecord,
+    load_run,
+    write_record,
 )
 from quantmark.run.trackers import _interpolate
 
@@ -310,30 +316,32 @@ def describe(interference: dict[str, Any] | None) -> str | None:
 
 
 def attach(monitor: Monitor, run_dir: str | Path, results: dict[str, Any]) -> dict[str, Any]:
-    """Summarize the monitor over the run's LoadGen window, put it in ``results`` and in the
-    run folder's results.json (atomically, under the folder's lock). Returns the summary."""
+    """Summarize the monitor over the run's LoadGen window, put it in ``results`` and write it
+    as the run folder's interference.json, which its results.json names (atomically, under the
+    folder's lock): results.json stays as the child wrote it. Returns the summary."""
     times = results.get("times") or {}
     thermal = (results.get("machine") or {}).get("thermal")
     summary = monitor.summary(times.get("loadgen_started_at"), times.get("loadgen_ended_at"),
                               thermal)
     results["interference"] = summary
-    _rewrite(Path(run_dir), summary, times.get("loadgen_started_at"))
+    _write(Path(run_dir), summary, times.get("loadgen_started_at"))
     return summary
 
 
-def _rewrite(final: Path, summary: dict[str, Any], started_at: float | None) -> None:
-    """Add ``interference`` to ``final``/results.json, holding the lock RunFolder names
-    ``.<name>.lock``, and only if the file is still this run's (same LoadGen start)."""
-    path = final / "results.json"
+def _write(final: Path, summary: dict[str, Any], started_at: float | None) -> None:
+    """Write ``final``/interference.json, holding the lock RunFolder names ``.<name>.lock``,
+    and only if the folder still holds this run (its results.json has the same LoadGen
+    start)."""
     try:
         with FileLock(final.parent / f".{final.name}.lock"):
-            on_disk = json.loads(path.read_text())
-            if (on_disk.get("times") or {}).get("loadgen_started_at") != started_at:
-                log.warning("%s belongs to another run now; interference not added", path)
+            on_disk = load_run(final / RESULTS)
+            if on_disk.times.get("loadgen_started_at") != started_at:
+                log.warning("%s belongs to another run now; interference not added", final)
                 return
-            atomic_write_json(path, {**on_disk, "interference": summary})
+            write_record(final / INTERFERENCE, InterferenceRecord(
+                loadgen_started_at=started_at, summary=summary))
     except LockHeld as held:
-        log.warning("another run (pid %s) is writing %s; interference not added to its "
-                    "results.json", held.owner or "?", final)
-    except (OSError, ValueError) as exc:
-        log.warning("could not add interference to %s: %s", path, exc)
+        log.warning("another run (pid %s) is writing %s; interference not added to it",
+                    held.owner or "?", final)
+    except (OSError, UserError) as exc:
+        log.warning("could not add interference to %s: %s", final, exc)

@@ -64,8 +64,9 @@ def launch(config: RunConfig, *, cwd: str | None = None, timeout_s: float | None
 
     ``quiet`` discards the child's output; ``log_path`` keeps it (stdout and stderr) in a file.
     The child's peak RSS comes from the kernel's accounting of that one process (``wait4``).
-    A finished run's results (and its results.json) get ``interference``: what other
-    processes took from the machine during LoadGen's window (quantmark.run.interference).
+    A finished run's results get ``interference``: what other processes took from the machine
+    during LoadGen's window (quantmark.run.interference), which the parent writes as the run
+    folder's interference.json, the file its results.json names (results.json is the child's).
     A quick run that came out INVALID because the machine ran faster than its warm-up is run
     once more, sized by the rate it met (``quantmark.run.rerun``); the rerun's result is returned.
     """

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.config import RunConfig
-from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.ground.records import INTERFERENCE, RESULTS, RunRecord, write_record
 from quantmark.models.artifacts import artifact_size_bytes
 
 #: frameworks whose own tight loop ``quantmark.bench.vendor_loops`` runs (by SutInfo.framework)
@@ -24,65 +25,72 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
     """Write the run's files into ``work`` and return results.json's content. An accuracy run
     with samples missing from its log says how many in ``accuracy.missing``."""
     from quantmark.audit.configs import audit_was_applied
-    from quantmark.ground import fingerprint
-    from quantmark.ground.board import throttling_verdict
-    from quantmark.qsl.cache import VERIFIED
-    from quantmark.report.loadgen_log import summarize_file
-    spec, info, dataset, built = prepared.spec, prepared.info, prepared.dataset, prepared.built
-    backend = prepared.backend
-    results: dict[str, Any] = {
-        "config": dict(vars(config)),
-        "system_id": system,
-        **sut_and_model(config, prepared),
-        "dataset": {"path": str(dataset.root), "builtin": dataset.builtin,
-                    "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
-                    "held_out_for_calibration": dataset.held_out_count,
-                    # the preprocessed caches this run read, hashed and checked as it read them
-                    "verified_caches": dict(VERIFIED)},
-        "calibration": (prepared.calibration.describe() if uses_calibration(info) else None),
-        "settings": {"mode": "quick" if config.quick else "official",
-                     "quantmark_set": built.applied, "notes": built.notes,
-                     "workers": prepared.workers, "measurement": vars(prepared.measurement)},
-        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
-        "times": {**prepared.times, **(getattr(backend.artifact, "times", None) or {}),
-                  "loadgen_wall_s": ran.wall_s, "loadgen_started_at": ran.started,
-                  "loadgen_ended_at": ran.started + ran.wall_s},
-        "summary": summarize_file(work / "mlperf_log_detail.txt").to_dict(),
-        "machine": {**fingerprint.machine(), "thermal": {
-            "before": ran.thermal_before, "after": ran.thermal_after,
-            **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
-        "software": fingerprint.software(info.distributions),
-        "speed_settings": speed_settings(config, prepared),
-        # the test process's peak resident memory so far: models, samples and LoadGen
-        "memory": {"peak_rss_mb": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
-    }
+
+    built = prepared.built
+    results = run_record(config, system, prepared, ran, work)
     if config.mode == "performance" and not config.audit:
-        results["repeat"] = {"index": config.repeat, "of": config.repeats,
-                             "set": config.repeat_set}
+        results.repeat = {"index": config.repeat, "of": config.repeats, "set": config.repeat_set}
     if config.audit:
-        results["audit"] = {"test": config.audit, "config": str(ran.audit_config),
-                            "applied": audit_was_applied(work / "mlperf_log_detail.txt")}
+        results.audit = {"test": config.audit, "config": str(ran.audit_config),
+                         "applied": audit_was_applied(work / "mlperf_log_detail.txt")}
     if config.mode == "accuracy" or config.audit == "TEST01":
         # line qsl_idx of this file is the label of sample qsl_idx: what the accuracy tool reads
         atomic_write_text(work / "val_map.txt",
-                          "".join(f"{rel} {label}\n" for rel, label in dataset.items))
-        write_groups(work, dataset)
+                          "".join(f"{rel} {label}\n" for rel, label in prepared.dataset.items))
+        write_groups(work, prepared.dataset)
     if config.mode == "accuracy":
-        results["accuracy"] = _accuracy(work, prepared.qsl.total_count, backend.artifact)
+        results.accuracy = _accuracy(work, prepared.qsl.total_count, prepared.backend.artifact)
     if config.ensemble:
         from quantmark.run.ensemble_fields import ensemble_record
 
-        results["ensemble"] = ensemble_record(prepared, work, results.get("accuracy"))
+        results.ensemble = ensemble_record(prepared, work, results.accuracy)
     atomic_write_text(work / "user.conf",
-                      built.effective_user_conf(spec.mlperf_name, config.scenario,
+                      built.effective_user_conf(prepared.spec.mlperf_name, config.scenario,
                                                 config.user_conf))
     not_valid = [note for note in built.notes if "NOT VALID FOR SUBMISSION" in note]
     if not_valid:
         atomic_write_text(work / "NOT_VALID_FOR_SUBMISSION.txt",
                           "\n".join(not_valid) + "\n(see user.conf beside this file)\n")
-    atomic_write_json(work / "results.json", results)
-    return results
+    write_record(work / RESULTS, results)
+    return results.to_dict()
+
+
+def run_record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
+               ) -> RunRecord:
+    """What every run records: what ran, on what, with which settings, and LoadGen's summary.
+    The interference figures are the parent's: the record names the file it writes."""
+    from quantmark.ground import fingerprint
+    from quantmark.ground.board import throttling_verdict
+    from quantmark.qsl.cache import VERIFIED
+    from quantmark.report.loadgen_log import summarize_file
+
+    info, dataset, backend = prepared.info, prepared.dataset, prepared.backend
+    return RunRecord(
+        config=dict(vars(config)), system_id=system, **sut_and_model(config, prepared),
+        dataset={"path": str(dataset.root), "builtin": dataset.builtin,
+                 "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
+                 "held_out_for_calibration": dataset.held_out_count,
+                 # the preprocessed caches this run read, hashed and checked as it read them
+                 "verified_caches": dict(VERIFIED)},
+        # what the SUT's registry entry says it does: a static INT8 path calibrates
+        calibration=prepared.calibration.describe() if info.needs_calibration else None,
+        settings={"mode": "quick" if config.quick else "official",
+                  "quantmark_set": prepared.built.applied, "notes": prepared.built.notes,
+                  "workers": prepared.workers, "measurement": vars(prepared.measurement)},
+        # the epoch times let a tracker outside the process (energy) cut LoadGen's window
+        times={**prepared.times, **(getattr(backend.artifact, "times", None) or {}),
+               "loadgen_wall_s": ran.wall_s, "loadgen_started_at": ran.started,
+               "loadgen_ended_at": ran.started + ran.wall_s},
+        summary=summarize_file(work / "mlperf_log_detail.txt").to_dict(),
+        machine={**fingerprint.machine(), "thermal": {
+            "before": ran.thermal_before, "after": ran.thermal_after,
+            **throttling_verdict(ran.thermal_before, ran.thermal_after)}},
+        software=fingerprint.software(info.distributions),
+        speed_settings=speed_settings(config, prepared),
+        # the test process's peak resident memory so far: models, samples and LoadGen
+        memory={"peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
+        interference_file=INTERFERENCE)
 
 
 def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
@@ -152,11 +160,6 @@ def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
             "single_stream_inline": config.scenario == "SingleStream" and prepared.workers == 1,
             "process_cpus": affinity, "online_cpus": online,
             "process_pinned": affinity < online}
-
-
-def uses_calibration(info: Any) -> bool:
-    """Static INT8 paths calibrate on the shared set; dynamic ones and float paths do not."""
-    return "int8" in info.precision and "dynamic" not in info.precision
 
 
 def artifact_record(artifact: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from quantmark.ground.config import RunConfig
+from quantmark.ground.records import RunRecord
 from quantmark.run.validity import MIN_DURATION
 from quantmark.scenarios.settings import Measurement
 
@@ -29,9 +30,9 @@ RATE_KEY = {"Offline": "target_qps", "SingleStream": "target_latency",
             "MultiStream": "target_latency"}
 
 
-def warmup_rate(results: dict[str, Any], scenario: str) -> float | None:
+def warmup_rate(results: RunRecord, scenario: str) -> float | None:
     """Samples/s the warm-up predicted for the run (results.json ``settings.measurement``)."""
-    settings = results.get("settings") or {}
+    settings = results.settings
     names = {f.name for f in dataclasses.fields(Measurement)}
     recorded = {k: v for k, v in (settings.get("measurement") or {}).items() if k in names}
     try:
@@ -41,15 +42,18 @@ def warmup_rate(results: dict[str, Any], scenario: str) -> float | None:
         return None
 
 
-def rerun_config(config: RunConfig, status: str, results: dict[str, Any]) -> RunConfig | None:
+def rerun_config(config: RunConfig, status: str, found: RunRecord | dict[str, Any]
+                 ) -> RunConfig | None:
     """The config to run once more, with why and at which rate in ``rerun``; None when the
-    run stands as it is (see the module docstring)."""
+    run stands as it is (see the module docstring). ``found``: the run's record, or the dict
+    its launch returned (empty when it failed)."""
     key = RATE_KEY.get(config.scenario)
-    summary = results.get("summary") or {}
+    results = RunRecord.of(found)
+    summary = results.summary
     if (status != "ok" or not config.quick or config.mode != "performance" or config.audit
             or config.rerun or key is None or summary.get("validity") != "INVALID"
             or MIN_DURATION not in (summary.get("unmet_checks") or [])
-            or key not in ((results.get("settings") or {}).get("quantmark_set") or {})):
+            or key not in (results.settings.get("quantmark_set") or {})):
         return None
     met = summary.get("samples_per_second")
     expected = warmup_rate(results, config.scenario)

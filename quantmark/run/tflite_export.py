@@ -49,7 +49,6 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
     from quantmark.qsl import open_dataset
     from quantmark.qsl.calibration_sets import CalibrationProvider
     from quantmark.qsl.preprocess import recipe_for
-    from quantmark.run.record import uses_calibration
     from quantmark.sut.interface import SutOptions
     from quantmark.sut.registry import load_factory, require_available
 
@@ -76,7 +75,7 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
             "input": (artifact.meta or {}).get("input"),
             "preprocess": vars(recipe_for(spec, backend.layout)),
             "artifact": artifact.to_json(),
-            "calibration": calibration.describe() if uses_calibration(info) else None,
+            "calibration": calibration.describe() if info.needs_calibration else None,
             "dataset_fingerprint": dataset.fingerprint(),
             "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "exported_on": _machine(),

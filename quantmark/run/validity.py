@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from quantmark.ground.records import RunRecord
 from quantmark.report.loadgen_log import VALIDITY_CHECKS, why_invalid
 
 VALID = "VALID"
@@ -32,10 +33,11 @@ QUICK_CHECKS = {
 }
 
 
-def left_out_why(results: dict[str, Any]) -> str | None:
+def left_out_why(results: RunRecord | dict[str, Any]) -> str | None:
     """Why a run's figure may not be used (one line), or None when it may: VALID, whole logs
-    and an official metric."""
-    summary = results.get("summary") or {}
+    and an official metric. ``results``: its record, or the dict its launch returned."""
+    results = RunRecord.of(results)
+    summary = results.summary
     if summary.get("incomplete"):
         return f"incomplete: {summary['incomplete']}"
     validity = summary.get("validity")
@@ -46,16 +48,16 @@ def left_out_why(results: dict[str, Any]) -> str | None:
     return None
 
 
-def invalid_text(results: dict[str, Any]) -> str:
+def invalid_text(results: RunRecord | dict[str, Any]) -> str:
     """Why LoadGen judged the run INVALID: LoadGen's words for an official run, quantmark's
     for a quick one (what it did, and what the user can do)."""
-    summary = results.get("summary") or {}
-    config = results.get("config") or {}
+    results = RunRecord.of(results)
+    summary, config = results.summary, results.config
     unmet = list(summary.get("unmet_checks") or [])
     if not config.get("quick", True) or not unmet:
         return why_invalid(unmet, summary.get("invalid_reason"))
     rerun = config.get("rerun") or {}
-    settings = results.get("settings") or {}
+    settings = results.settings
     user_set = bool(settings) and not ({"target_qps", "target_latency"} &
                                        set(settings.get("quantmark_set") or {}))
     parts = []
@@ -76,7 +78,6 @@ def invalid_text(results: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def repeat_index(results: dict[str, Any]) -> int | None:
+def repeat_index(results: RunRecord | dict[str, Any]) -> int | None:
     """Which repeat of its set a run was (``results.json`` ``repeat.index``), or None."""
-    index = (results.get("repeat") or {}).get("index")
-    return index if isinstance(index, int) and not isinstance(index, bool) else None
+    return RunRecord.of(results).repeat_index

@@ -44,13 +44,25 @@ def cell_availability(cell: Cell) -> tuple[bool, str]:
     return not reasons, "; ".join(reasons)
 
 
+# RunConfig fields a sweep never sets, and why: a cell is one plain LoadGen test, so no
+# compliance audit, no repeat set of its own (a sweep's repeats go round the whole sweep, each
+# its own cell), no rerun, the layout's own system id, and an ensemble that averages
+# (quantmark.sweep.plan names its SUT with "mean")
+NOT_SWEPT = ("audit", "repeat", "repeats", "repeat_set", "until_stable", "rerun", "system_id",
+             "ensemble_combine")
+
+
 def cell_config(root: Path, spec: SweepSpec, cell: Cell) -> RunConfig:
+    """The cell's run: the RunConfig a single run of these settings is, built here once for
+    the local sweep and a fleet node alike: the spec's run-wide settings, the cell's test
+    and its variant's SUT options."""
     return RunConfig(
         scenario=cell.scenario, sut=cell.sut, model=cell.model, mode=cell.mode,
-        quick=not spec.official, dataset_path=spec.dataset_path,
+        quick=not spec.official, model_path=spec.model_path, dataset_path=spec.dataset_path,
         calibration_list=spec.calibration_list, user_conf=spec.user_conf,
         output=str(cell_dir(root, cell)), batch_size=cell.batch_size, threads=spec.threads,
-        quick_duration_ms=int(spec.seconds * 1000), ensemble=cell.ensemble,
+        workers=spec.workers, quick_duration_ms=int(spec.seconds * 1000),
+        sut_options=dict(cell.sut_options), ensemble=cell.ensemble,
         ensemble_mode=cell.ensemble_mode)
 
 

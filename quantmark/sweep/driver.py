@@ -30,14 +30,13 @@ from rich.progress import (
 )
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.ground.records import SWEEP_MANIFEST, SweepManifest, load_manifest, write_record
 from quantmark.sweep.cell import cell_availability, run_cell
 from quantmark.sweep.plan import Cell, SweepSpec, cells
 
-MANIFEST = "sweep.json"
+MANIFEST = SWEEP_MANIFEST
 LOCK = ".sweep.lock"
-SCHEMA = 1
 # Outcomes that count as finished: a rerun skips them. "unavailable" is checked again (the
 # framework may have been installed since); "interrupted" cells rerun.
 FINISHED = ("ok", "failed", "timeout", "crashed", "user_error")
@@ -50,20 +49,10 @@ class SweepOutcome:
     ran: int
 
 
-def read_manifest(root: Path) -> dict[str, Any] | None:
-    """The sweep's manifest, or None when the folder holds no sweep yet."""
-    import json
-
-    path = root / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        raise UserError(f"{path} is not valid JSON; restore it or use a new --output") from None
-    if data.get("schema") != SCHEMA:
-        raise UserError(f"{path} was written by another quantmark version; use a new --output")
-    return data
+def read_manifest(root: Path) -> SweepManifest | None:
+    """The sweep's manifest, or None when the folder holds no sweep yet; one this quantmark
+    cannot read (not JSON, a newer schema) is a one-line error."""
+    return load_manifest(root)
 
 
 @contextmanager
@@ -89,7 +78,7 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
     root.mkdir(parents=True, exist_ok=True)
     manifest = _open_manifest(root, spec)
     plan = cells(spec)
-    entries: dict[str, Any] = manifest["cells"]
+    entries: dict[str, Any] = manifest.cells
     done = ("ok",) if retry_failed else FINISHED
     todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
     if len(plan) > len(todo):
@@ -101,7 +90,7 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
             """Keep a cell's outcome (atomically, at once); ``final=False`` for an attempt
             that will run again (a node lost mid-cell)."""
             entries[cell.id] = {**entry, "finished_at": time.time()}
-            atomic_write_json(root / MANIFEST, manifest)
+            write_record(root / MANIFEST, manifest)
             if final:
                 advance(cell.id, _line(cell.id, entry))
             else:
@@ -122,17 +111,19 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
     return SweepOutcome(root, dict(counts), ran)
 
 
-def _open_manifest(root: Path, spec: SweepSpec) -> dict[str, Any]:
+def _open_manifest(root: Path, spec: SweepSpec) -> SweepManifest:
     """The folder's manifest (a new one for a new sweep); a sweep measured with other settings
     is a one-line error rather than a mix of two measurements."""
-    manifest = read_manifest(root) or {"schema": SCHEMA, "settings": spec.measuring_settings(),
-                                       "cells": {}}
-    if manifest["settings"] != spec.measuring_settings():
+    manifest = read_manifest(root) or SweepManifest(settings=spec.measuring_settings())
+    # a setting an older manifest lacks was measured at its default (workers, model_path)
+    defaults = SweepSpec(models=[], suts=[]).measuring_settings()
+    manifest.settings = {**defaults, **manifest.settings}
+    if manifest.settings != spec.measuring_settings():
         changed = sorted(k for k, v in spec.measuring_settings().items()
-                         if manifest["settings"].get(k) != v)
+                         if manifest.settings.get(k) != v)
         raise UserError(f"{root} holds a sweep measured with other settings "
                         f"({', '.join(changed)}); keep them to resume, or use a new --output")
-    manifest["spec"] = dict(vars(spec))
+    manifest.spec = dict(vars(spec))
     return manifest
 
 

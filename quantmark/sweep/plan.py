@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
+from quantmark.sweep import variants
 from quantmark.sweep.spec_file import KEY_TYPES, LIMITS, is_whole, load_sweep_file, out_of_range
+from quantmark.sweep.variants import Options, as_options, folder_suffix
 
-__all__ = ["KEY_TYPES", "Cell", "SweepSpec", "build_spec", "cells", "load_sweep_file"]
+__all__ = ["KEY_TYPES", "Cell", "SweepSpec", "build_spec", "cells", "load_sweep_file",
+           "spec_from_args"]
 
 SCENARIOS = ("SingleStream", "MultiStream", "Offline", "Server")
 ACCURACY_BATCH = 8
@@ -36,20 +39,25 @@ class Cell:
     mode: str = "performance"  # "performance" | "accuracy"
     ensemble: str = ""  # an ensemble's members (MODEL@SUT,...): model and sut then name it
     ensemble_mode: str = "sequential"
+    sut_options: Options = ()  # the variant: the --sut-option values this cell runs with
 
     @property
     def id(self) -> str:
+        """``model/sut/test``; a variant's SUT part carries its options
+        (``ov-int8+ov_api=async``), so two variants never share a folder or an entry."""
+        sut = self.sut + folder_suffix(self.sut_options)
         if self.mode == "accuracy":
-            return f"{self.model}/{self.sut}/accuracy"
-        return f"{self.model}/{self.sut}/{self.scenario}-b{self.batch_size}-r{self.repeat}"
+            return f"{self.model}/{sut}/accuracy"
+        return f"{self.model}/{sut}/{self.scenario}-b{self.batch_size}-r{self.repeat}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "sut_options": dict(self.sut_options)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
         """The cell of a manifest entry or a task's argument (extra keys ignored)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**{**known, "sut_options": as_options(known.get("sut_options"))})
 
 
 @dataclass
@@ -69,6 +77,10 @@ class SweepSpec:
     accuracy: bool = True
     timeout: float = 1800.0  # per cell
     threads: int = 0
+    workers: int = 0  # predict threads in the SUT (0: the SUT's preferred number)
+    model_path: str | None = None  # the one model's own file, as run.py --model-path
+    # --sut-option as a dimension: key -> its values, each a variant of the SUTs reading it
+    sut_options: dict[str, list[str]] = field(default_factory=dict)
     dataset_path: str | None = None
     calibration_list: str | None = None
     user_conf: str | None = None
@@ -78,6 +90,7 @@ class SweepSpec:
     def measuring_settings(self) -> dict[str, Any]:
         """What must match for cells of two runs of the sweep to be compared (resume)."""
         return {"seconds": self.seconds, "official": self.official, "threads": self.threads,
+                "workers": self.workers, "model_path": _absolute(self.model_path),
                 "dataset_path": _absolute(self.dataset_path),
                 "calibration_list": _absolute(self.calibration_list),
                 "user_conf": _absolute(self.user_conf)}
@@ -101,17 +114,21 @@ def cells(spec: SweepSpec) -> list[Cell]:
 
 def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str = "",
               mode: str = "sequential", accuracy: bool = True) -> list[Cell]:
-    """One (model, SUT)'s cells of one repeat: its accuracy run first (repeat 1), then every
-    scenario and batch size."""
+    """One (model, SUT)'s cells of one repeat, each variant of its options in turn: its
+    accuracy run first (repeat 1), then every scenario and batch size."""
+    from quantmark.sut.ensemble.members import parse_members
+
+    readers = [m.sut for m in parse_members(ensemble)] if ensemble else [sut]
     out: list[Cell] = []
-    if spec.accuracy and accuracy and repeat == 1:
-        batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
-        out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
-                        ensemble_mode=mode))
-    for scenario in spec.scenarios:
-        batches = [1] if scenario == "SingleStream" else spec.batch_sizes
-        out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble, ensemble_mode=mode)
-                   for b in batches)
+    for options in variants.variants(spec.sut_options, readers, bool(ensemble)):
+        if spec.accuracy and accuracy and repeat == 1:
+            batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
+            out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
+                            ensemble_mode=mode, sut_options=options))
+        for scenario in spec.scenarios:
+            batches = [1] if scenario == "SingleStream" else spec.batch_sizes
+            out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble,
+                            ensemble_mode=mode, sut_options=options) for b in batches)
     return out
 
 
@@ -164,11 +181,22 @@ def _as_list(value: Any, name: str) -> list[str]:
     return items
 
 
+def spec_from_args(args: Any, file_settings: dict[str, Any]) -> SweepSpec:
+    """The sweep ``run.py sweep`` asks for: its flags (argparse's namespace, a flag not given
+    being None) over its file's settings (``load_sweep_file``). ``--sut-option`` (the
+    namespace's ``sut_option``, "KEY=VALUE" or "KEY=V1,V2" strings) replaces those keys of
+    the file's ``sut_options``; ``workers``, ``model_path`` and the rest replace the key."""
+    flags = {key: value for key, value in vars(args).items()
+             if value is not None and key not in ("file", "retry_failed")}
+    return build_spec({**file_settings, **flags})
+
+
 def build_spec(settings: dict[str, Any]) -> SweepSpec:
     """Check and normalise settings (from a file, flags overriding) into a SweepSpec."""
     from quantmark.models.zoo import MODEL_NAMES
 
     ensembles, modes = _ensembles(settings)
+    settings = _model_of_file(settings, ensembles)
     if not ensembles and ("models" not in settings or "suts" not in settings):
         raise UserError("a sweep needs --models and --suts, or --ensemble (or models and "
                         "suts, or ensembles, in the file)")
@@ -180,36 +208,85 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
     for scenario in scenarios:
         if scenario not in SCENARIOS:
             raise UserError(f"unknown scenario '{scenario}'; valid: {', '.join(SCENARIOS)}")
-    raw_batches = settings.get("batch_sizes", "8")
-    try:
-        batch_sizes = [int(b) for b in _as_list(
-            [raw_batches] if is_whole(raw_batches) else raw_batches, "batch-sizes")]
-        repeats = int(settings.get("repeats", 1))
-        seconds = float(settings.get("seconds", 10.0))
-        timeout = float(settings.get("timeout", 1800.0))
-        threads = int(settings.get("threads", 0))
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"sweep settings: a number was expected ({exc})") from None
-    for key, value in (("batch_sizes", batch_sizes), ("repeats", repeats),
-                       ("seconds", seconds), ("timeout", timeout), ("threads", threads)):
-        bad = out_of_range(key, value)
-        if bad is not None:
-            raise UserError(f"--{key.replace('_', '-')} {bad:g}: must be {LIMITS[key][2]}")
+    numbers = _numbers(settings)
     spec = SweepSpec(
         models=list(dict.fromkeys(models)),
         suts=expand_suts(_as_list(settings["suts"], "suts")) if "suts" in settings else [],
         ensembles=ensembles, ensemble_modes=modes,
-        scenarios=list(dict.fromkeys(scenarios)), batch_sizes=sorted(set(batch_sizes)),
-        repeats=repeats, output=str(settings.get("output") or "sweep"), seconds=seconds,
+        scenarios=list(dict.fromkeys(scenarios)),
+        batch_sizes=sorted(set(numbers.pop("batch_sizes"))), **numbers,
+        output=str(settings.get("output") or "sweep"),
         official=_flag(settings, "official", False),
-        accuracy=_flag(settings, "accuracy", True), timeout=timeout, threads=threads,
+        accuracy=_flag(settings, "accuracy", True),
+        model_path=settings.get("model_path"), sut_options=variants.from_settings(settings),
         dataset_path=settings.get("dataset_path"),
         calibration_list=settings.get("calibration_list"),
         user_conf=settings.get("user_conf"),
         **_cluster(settings),
     )
+    _check_model_path(spec)
+    variants.check(spec.sut_options, _sweep_suts(spec), bool(spec.ensembles))
     _check_batches_fit(spec)
     return spec
+
+
+def _numbers(settings: dict[str, Any]) -> dict[str, Any]:
+    """The numeric settings, each checked against its range (a refusal names the flag)."""
+    raw_batches = settings.get("batch_sizes", "8")
+    try:
+        numbers: dict[str, Any] = {
+            "batch_sizes": [int(b) for b in _as_list(
+                [raw_batches] if is_whole(raw_batches) else raw_batches, "batch-sizes")],
+            "repeats": int(settings.get("repeats", 1)),
+            "seconds": float(settings.get("seconds", 10.0)),
+            "timeout": float(settings.get("timeout", 1800.0)),
+            "threads": int(settings.get("threads", 0)),
+            "workers": int(settings.get("workers", 0))}
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"sweep settings: a number was expected ({exc})") from None
+    for key, value in numbers.items():
+        bad = out_of_range(key, value)
+        if bad is not None:
+            raise UserError(f"--{key.replace('_', '-')} {bad:g}: must be {LIMITS[key][2]}")
+    return numbers
+
+
+def _model_of_file(settings: dict[str, Any], ensembles: list[str]) -> dict[str, Any]:
+    """With ``--model-path`` and no models, the model an exported file records (as run.py's
+    --model may be left out on the device)."""
+    path = settings.get("model_path")
+    if not path or ensembles or "models" in settings:
+        return settings
+    from quantmark.models.exported import exported_model
+
+    found = exported_model(str(path))
+    return {**settings, "models": found} if found else settings
+
+
+def _check_model_path(spec: SweepSpec) -> None:
+    """``--model-path`` is one model's file: one model, no ensembles, a file every SUT of
+    the sweep can read."""
+    from quantmark.run.checks import check_model_path
+
+    if not spec.model_path:
+        return
+    if spec.ensembles:
+        raise UserError("--model-path is one model's file, and an ensemble names its members' "
+                        "models (MODEL@SUT): drop --model-path or --ensemble")
+    if len(spec.models) != 1:
+        raise UserError(f"--model-path is one model's file, but --models names "
+                        f"{len(spec.models)} ({', '.join(spec.models)}): give the one model "
+                        "the file is")
+    for sut in spec.suts:
+        check_model_path(spec.model_path, spec.models[0], sut)
+
+
+def _sweep_suts(spec: SweepSpec) -> list[str]:
+    """Every registry SUT the sweep runs: its SUTs and its ensembles' members."""
+    from quantmark.sut.ensemble.members import parse_members
+
+    members = [m.sut for text in spec.ensembles for m in parse_members(text)]
+    return list(dict.fromkeys(spec.suts + members))
 
 
 def _flag(settings: dict[str, Any], key: str, default: bool) -> bool:

@@ -26,9 +26,12 @@ KEY_TYPES: dict[str, str] = {
     "ensembles": "a string (one ensemble) or a list of strings",
     "ensemble_modes": _TEXT_LIST,
     "batch_sizes": "a whole number or a list of whole numbers", "repeats": "a whole number",
-    "threads": "a whole number", "seconds": "a number", "timeout": "a number",
-    "official": "true or false", "accuracy": "true or false", "output": "a string",
-    "dataset_path": "a string", "calibration_list": "a string", "user_conf": "a string",
+    "threads": "a whole number", "workers": "a whole number", "seconds": "a number",
+    "timeout": "a number", "official": "true or false", "accuracy": "true or false",
+    "output": "a string", "model_path": "a string", "dataset_path": "a string",
+    "calibration_list": "a string", "user_conf": "a string",
+    # --sut-option as a dimension: [sut_options] ov_api = ["sync", "async"]
+    "sut_options": "a table of OPTION = a value or a list of values",
     "cluster": "a string",
     # one rule is "SUT_PATTERN:REQ,REQ": its commas do not split it into a list
     "placement": "a string (one rule) or a list of strings",
@@ -41,6 +44,7 @@ LIMITS: dict[str, tuple[float, bool, str]] = {  # key -> (lowest, lowest refused
     "batch_sizes": (1, False, "whole numbers >= 1"), "repeats": (1, False, "a whole number >= 1"),
     "seconds": (0, True, "a number > 0"), "timeout": (0, True, "a number of seconds > 0"),
     "threads": (0, False, "a whole number >= 0 (0: all cores)"),
+    "workers": (0, False, "a whole number >= 0 (0: the SUT's preferred number)"),
 }
 
 
@@ -67,6 +71,8 @@ def _type_fits(key: str, value: Any) -> bool:
             isinstance(value, list) and all(isinstance(v, str) for v in value))
     if key == "batch_sizes":
         return is_whole(value) or (isinstance(value, list) and all(map(is_whole, value)))
+    if key == "sut_options":
+        return isinstance(value, dict) and all(map(_option_values, value.values()))
     if expected == "a whole number":
         return is_whole(value)
     if expected == "a number":
@@ -74,6 +80,15 @@ def _type_fits(key: str, value: Any) -> bool:
     if expected == "true or false":
         return isinstance(value, bool)
     return isinstance(value, str)
+
+
+def _option_values(value: Any) -> bool:
+    """An option's values as a file writes them: one or a list, each text or a number (a
+    timeout's seconds), never a boolean or a table."""
+    def one(item: Any) -> bool:
+        return isinstance(item, str | float) or is_whole(item)
+
+    return one(value) or (isinstance(value, list) and bool(value) and all(map(one, value)))
 
 
 def _toml_key_line(text: str, key: str) -> int | None:
@@ -176,6 +191,9 @@ def _raise_type_error(file: Path, text: str, key: str, value: Any) -> None:
     where = _where(file, text, key)
     found = (f"{key} is a table" if isinstance(value, dict)
              else f"{key} = {value!r} is a {_type_name(value)}")
+    if key == "sut_options" and isinstance(value, dict):  # one option's values are wrong
+        option, bad = next((k, v) for k, v in value.items() if not _option_values(v))
+        found = f"{key}.{option} = {bad!r} is a {_type_name(bad)}"
     hint = (" (write true or false without quotes)"
             if KEY_TYPES[key] == "true or false" and isinstance(value, str) else "")
     raise UserError(f"sweep file {where}: {found}; {key} must be {KEY_TYPES[key]}{hint}")

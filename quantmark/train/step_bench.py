@@ -31,6 +31,7 @@ from typing import Any
 from quantmark.ground.errors import SutError, UserError
 from quantmark.ground.fingerprint import machine, software
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
+from quantmark.ground.records import TrainBenchRecord, write_record
 from quantmark.train.loops import (
     KERAS_APPS,
     LEARNING_RATE,
@@ -110,8 +111,8 @@ def run_child(job: Job) -> dict[str, Any]:
     memory["rss_before_training_mb"] = measured.pop("rss_before_training_mb")
     times = {**measured.pop("times"), "build_s": measured.pop("build_s")}
     stats = step_stats(measured["step_times_s"])
-    return {
-        "kind": "train-bench", "schema": 1, **asdict(job), "warmup_steps": job.warmup,
+    return {  # the parent types it (ground.records.TrainBenchRecord) and adds the machine
+        **asdict(job), "warmup_steps": job.warmup,
         **measured, "memory": memory, "times": times,
         "step_time_s": stats, "images_per_s": measured["batch_size"] / stats["median"],
         "images_per_s_mean": measured["batch_size"] * job.steps / sum(measured["step_times_s"]),
@@ -185,15 +186,16 @@ def run(frameworks: list[str], model: str, precisions: list[str], steps: int, wa
                 raise UserError(f"{what}: {status['message']}")
             if status["status"] != "ok":
                 raise SutError(f"{what}: {status['message']}")
-            record = status["record"]
-            record["machine"] = machine()
-            record["software"] = {**software(), **record["software"]}
-            record["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            path = out / file_name(framework, model, record["batch_size"], size,
-                                   record["default_image_size"], precision)
-            atomic_write_json(path, record)
+            measured = status["record"]
+            record = TrainBenchRecord.from_dict({
+                **measured, "machine": machine(),
+                "software": {**software(), **measured["software"]},
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, what)
+            path = out / file_name(framework, model, record.batch_size, size,
+                                   measured["default_image_size"], precision)
+            write_record(path, record)
             written.append(path)
-            on_record({**record, "path": str(path)})
+            on_record({**record.to_dict(), "path": str(path)})
     return written
 
 

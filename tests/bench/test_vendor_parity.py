@@ -95,6 +95,7 @@ def test_framework_loop_and_npy_batches_on_real_samples(tmp_path, quantmark_cach
     assert len({row.tobytes() for a in arrays for row in a}) == 11  # different samples
 
 
+@pytest.mark.slow
 def test_benchmark_app_reads_real_samples(tmp_path, digits_weights, digits_calibration) -> None:
     """The real-input side works: benchmark_app takes the .npy batches and sets a new one on
     every inference (-inference_only false), with the SUT's recorded settings."""

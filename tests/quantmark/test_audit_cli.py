@@ -27,6 +27,7 @@ def _metric(run: Path) -> float:
                            detail).group(1))
 
 
+@pytest.mark.slow
 def test_all_tests_for_ort_int8(all_tests):
     """TEST01's accuracy check is exact and must pass. The performance verdicts compare two
     short runs on a shared machine, which can differ by 10% without any caching (the 600 s
@@ -50,6 +51,7 @@ def test_all_tests_for_ort_int8(all_tests):
     assert proc.returncode == (0 if "TEST FAIL" not in proc.stdout else 1)
 
 
+@pytest.mark.slow
 def test_all_tests_leave_the_rules_layout(all_tests):
     _, folders = all_tests
     base = folders[0]
@@ -77,6 +79,7 @@ def test_all_tests_leave_the_rules_layout(all_tests):
     assert f"TEST01 sampled responses = {len(sampled)}" in text
 
 
+@pytest.mark.slow
 def test_report_names_the_compliance_runs(all_tests):
     _, folders = all_tests
     out = folders[0].parents[2]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.records import RunRecord
 from quantmark.report.characterize import Config, Run, Study, derive
 from quantmark.report.loadgen_log import RunSummary
 from tests.report.test_accuracy import hexf, write_val_map
@@ -40,7 +41,7 @@ def run(sut: str, value: float, *, sweep_repeat: int | None = None,
     if disturbed is not None:
         results["interference"] = {"disturbed": disturbed, "why": list(why)}
     tracked = {"repeat": sweep_repeat} if sweep_repeat is not None else {}
-    return Run(Path(f"/runs/{sut}"), summary(value, scenario), results, tracked)
+    return Run(Path(f"/runs/{sut}"), summary(value, scenario), RunRecord.of(results), tracked)
 
 
 def config(sut: str, values: list[float], *, paired: bool = True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from quantmark.ground.records import RunRecord
 from quantmark.report.characterize import baseline, family, fingerprint_id, is_fp32, variant
 
 H100 = {"source": "nvml", "driver": "550.54", "cuda_driver_api": "12.4",
@@ -21,13 +22,14 @@ def test_names_split_into_framework_on_a_device_and_precision():
 
 
 def test_baseline_is_what_the_run_recorded_else_the_family_fp32():
-    assert baseline({"sut": {"name": "ort-trt-int8", "fp32_baseline": "ort-cuda-fp32"}}) == (
-        "ort-cuda-fp32")
-    assert baseline({"sut": {"name": "ov-int8"}}) == "ov-fp32"  # results from before issue 7
+    assert baseline(RunRecord.of({"sut": {"name": "ort-trt-int8",
+                                          "fp32_baseline": "ort-cuda-fp32"}})) == "ort-cuda-fp32"
+    # results from before issue 7
+    assert baseline(RunRecord.of({"sut": {"name": "ov-int8"}})) == "ov-fp32"
     # a known SUT: its framework's FP32 on the same device, not "<family>-fp32"
-    assert baseline({"sut": {"name": "ort-trt-int8"}}) == "ort-cuda-fp32"
+    assert baseline(RunRecord.of({"sut": {"name": "ort-trt-int8"}})) == "ort-cuda-fp32"
     # a name the registry does not know (older results): the family's FP32
-    assert baseline({"sut": {"name": "gone-cuda-int8"}}) == "gone-cuda-fp32"
+    assert baseline(RunRecord.of({"sut": {"name": "gone-cuda-int8"}})) == "gone-cuda-fp32"
 
 
 def test_known_names_are_decoded_by_what_their_framework_declares(monkeypatch):
@@ -51,8 +53,10 @@ def test_the_gpu_is_part_of_the_setup_fingerprint():
     other_driver["machine"]["gpu"]["driver"] = "560.28"
     memory_reading_differs = copy.deepcopy(with_gpu)
     memory_reading_differs["machine"]["gpu"]["devices"][0]["memory_mb"] = 80000
-    ids = {fingerprint_id(r) for r in (cpu_only, with_gpu, other_driver)}
+    ids = {fingerprint_id(RunRecord.of(r)) for r in (cpu_only, with_gpu, other_driver)}
     assert len(ids) == 3
-    assert fingerprint_id(memory_reading_differs) == fingerprint_id(with_gpu)
+    assert fingerprint_id(RunRecord.of(memory_reading_differs)) == fingerprint_id(
+        RunRecord.of(with_gpu))
     no_key = {"machine": {"cpu_model": "x"}, "software": {"numpy": "2"}}
-    assert fingerprint_id(no_key) == fingerprint_id(cpu_only)  # older results keep their id
+    assert fingerprint_id(RunRecord.of(no_key)) == fingerprint_id(  # older results keep their id
+        RunRecord.of(cpu_only))

@@ -6,10 +6,12 @@ import csv
 import io
 import json
 
+from quantmark.ground.records import RESULTS, DiagnosisRecord, write_record
 from quantmark.report import diagnosis_section as diagnosis
 
 
-def _record(**changes):
+def _record(**changes) -> dict:
+    """A diagnosis as ``steps.run`` returns it (what ``diagnosis.output`` types and writes)."""
     layers = [
         {"name": f"conv{i}", "op_type": "Conv", "precision": "int8" if i else "fp32",
          "reference": f"conv{i}", "reference_op": "Conv", "reference_precision": "fp32",
@@ -39,24 +41,42 @@ def _record(**changes):
     return record
 
 
+def _typed(**changes) -> DiagnosisRecord:
+    return DiagnosisRecord.from_dict(_record(**changes))
+
+
 def test_load_reads_diagnoses_and_skips_what_it_cannot_read(tmp_path, caplog):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "results.json").write_text(json.dumps(_record()))
-    (tmp_path / "b").mkdir()
+    """Only diagnosis folders are read (``<model>/diagnose-<against>/``), never a run's."""
+    model = tmp_path / "host-ort-int8" / "m"
+    for name in ("diagnose-a", "diagnose-b", "diagnose-c", "diagnose-d", "Offline"):
+        (model / name).mkdir(parents=True)
+    write_record(model / "diagnose-a" / RESULTS, _typed())
     old = _record()
     del old["layers"][0]["lost_db"]
-    (tmp_path / "b" / "results.json").write_text(json.dumps(old))
-    (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "results.json").write_text(json.dumps({"config": {}}))  # a run's
-    (tmp_path / ".tmp").mkdir()
-    (tmp_path / ".tmp" / "results.json").write_text(json.dumps(_record()))  # in progress
+    (model / "diagnose-b" / RESULTS).write_text(json.dumps(old))  # a legacy layer: skipped
+    (model / "diagnose-c" / RESULTS).write_text("{")  # cut short: skipped, said
+    (model / "Offline" / RESULTS).write_text("{")  # a run's folder: never opened
+    (tmp_path / ".tmp" / "diagnose-a").mkdir(parents=True)
+    write_record(tmp_path / ".tmp" / "diagnose-a" / RESULTS, _typed())  # in progress
     found = diagnosis.load([tmp_path])
-    assert [record["folder"] for record in found] == [str(tmp_path / "a")]
-    assert "cannot read" in caplog.text
+    assert [record.folder for record in found] == [model / "diagnose-a"]
+    assert found[0] == _typed() and found[0].kind == "diagnosis"
+    assert "cannot read" in caplog.text and "diagnose-c" in caplog.text
+    assert "Offline" not in caplog.text
+    assert diagnosis.load([model / "diagnose-a"]) == found  # its own folder, as diagnose reads it
+
+
+def test_a_diagnosis_of_the_previous_main_loads(tmp_path):
+    """The previous main wrote the same fields with a kind and no schema."""
+    folder = tmp_path / "h-ort-int8" / "m" / "diagnose-ort-fp32"
+    folder.mkdir(parents=True)
+    (folder / RESULTS).write_text(json.dumps({**_record(), "figure": None, "config": {}}))
+    [record] = diagnosis.load([tmp_path])
+    assert (record.schema, record.sut, record.worst) == (2, "ort-int8", ["conv3", "conv2"])
 
 
 def test_tables_name_the_worst_layers_and_the_curve():
-    record = _record()
+    record = _typed()
     rows = list(csv.DictReader(io.StringIO(diagnosis.layers_csv(record))))
     assert [row["worst_rank"] for row in rows] == ["", "", "2", "1"]
     assert rows[3]["shape"] == "8x4x4"
@@ -73,22 +93,22 @@ def test_tables_name_the_worst_layers_and_the_curve():
 
 
 def test_the_figure_is_drawn_with_and_without_a_curve(tmp_path):
-    assert diagnosis.draw(_record(), tmp_path / "a.png").stat().st_size > 1000
-    plain = _record()
-    del plain["recovery"]
+    assert diagnosis.draw(_typed(), tmp_path / "a.png").stat().st_size > 1000
+    plain = _typed(recovery=None)
     assert diagnosis.draw(plain, tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
-    record = {**plain, "folder": str(tmp_path), "figure": "b.png"}
-    figures = diagnosis.figures([record])
+    assert diagnosis.figures([plain]) == []  # not loaded from a folder: no figure to show
+    plain.figure, plain.source = "b.png", tmp_path / RESULTS
+    figures = diagnosis.figures([plain])
     assert len(figures) == 1 and figures[0].png[:4] == b"\x89PNG"
 
 
 def test_agreement_puts_each_suts_worst_layers_under_the_references_names():
-    ort = _record()  # worst conv3, conv2, all named as the reference names them
-    ov = _record(sut="ov-int8", worst=["l2", "l1"])
-    for layer, reference in zip(ov["layers"], ("conv0", "conv1", "conv2", "conv3"),
+    ort = _typed()  # worst conv3, conv2, all named as the reference names them
+    ov = _typed(sut="ov-int8", worst=["l2", "l1"])
+    for layer, reference in zip(ov.layers, ("conv0", "conv1", "conv2", "conv3"),
                                 strict=True):
         layer["name"], layer["reference"] = f"l{reference[-1]}", reference
-    lone = _record(against="other-fp32")  # no second diagnosis against other-fp32
+    lone = _typed(against="other-fp32")  # no second diagnosis against other-fp32
     [(heading, header, rows)] = diagnosis.agreement([ort, ov, lone])
     assert "named as ort-fp32 names them" in heading
     assert header == ["ort-fp32 layer", "ort-int8", "ov-int8", "among the worst of"]

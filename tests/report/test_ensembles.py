@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.patches import Rectangle
 
+from quantmark.ground.records import RunRecord
 from quantmark.report import ensemble_figure, ensembles, figures
 from quantmark.report.characterize import baseline, family, load, variant
 from quantmark.report.ensemble_tables import SPEED_HEADER, markdown, speed_cells
@@ -69,8 +70,8 @@ def member(label: str, values: list[float], scenario=SINGLE, **kwargs):
     made = config(sut, values, scenario=scenario, **kwargs)
     made.model = model
     for run in made.runs:
-        run.results["config"]["model"] = model
-        run.results["memory"] = {"peak_rss_mb": RSS[label]}
+        run.results.config["model"] = model
+        run.results.memory = {"peak_rss_mb": RSS[label]}
     return made
 
 
@@ -78,7 +79,8 @@ def ensemble(sut: str, values: list[float], scenario=SINGLE):
     made = config(sut, values, scenario=scenario)
     made.model = NAME
     for run in made.runs:
-        as_ensemble(run.results, sut)["memory"] = {"peak_rss_mb": RSS[sut]}
+        run.results = RunRecord.of(as_ensemble(run.results.to_dict(), sut))
+        run.results.memory = {"peak_rss_mb": RSS[sut]}
     return made
 
 
@@ -394,15 +396,15 @@ def test_the_figure_draws_the_medians_and_the_top1(written, drawn):
 def test_the_console_prints_the_speed_table(monkeypatch, tmp_path):
     from rich.console import Console
 
-    from quantmark import commands
+    from quantmark.commands import report as report_verb
     from quantmark.report import sweep_report
 
     made = latency_study()
     monkeypatch.setattr(sweep_report, "write", lambda folders, output: sweep_report.Written(
         made, []))
     buffer = io.StringIO()
-    monkeypatch.setattr(commands, "console", Console(file=buffer, width=400, color_system=None))
-    commands._characterization([str(tmp_path)], tmp_path)
+    monkeypatch.setattr(report_verb, "console", Console(file=buffer, width=400, color_system=None))
+    report_verb.characterization([str(tmp_path)], tmp_path)
     printed = buffer.getvalue()
     assert f"ensemble {NAME} — SingleStream — box" in printed
     line = next(line for line in printed.splitlines() if ensembles.COMBINED in line)

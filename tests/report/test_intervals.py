@@ -69,7 +69,7 @@ def test_a_speedup_pairs_the_repeats_with_the_same_index():
 def test_repeats_from_the_runner_record_pair_too_and_others_do_not():
     fp32 = config("ort-fp32", FP32, paired=False)
     for k, r in enumerate(fp32.runs, start=1):
-        r.results["repeat"] = {"index": k}
+        r.results.repeat = {"index": k}
     study(fp32, int8 := config("ort-int8", INT8))
     assert int8.derived["speedup_vs_fp32_ratio"].paired
     unindexed = config("ort-fp32", FP32, paired=False)

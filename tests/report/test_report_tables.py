@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from quantmark import commands
+from quantmark.commands import report as report_verb
 from quantmark.report.loadgen_log import INCOMPLETE, OFFICIAL_METRIC, PERCENTILES
 from quantmark.report.percentiles import why_not
 from quantmark.report.table_formats import ordered
@@ -88,8 +88,8 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, tuple[Path, dict]]]:
 def console_report(monkeypatch, folder: Path) -> str:
     """What `run.py report FOLDER` prints, on a console wide enough never to wrap a cell."""
     buffer = io.StringIO()
-    monkeypatch.setattr(commands, "console", Console(file=buffer, width=600, color_system=None))
-    commands.report([str(folder)])
+    monkeypatch.setattr(report_verb, "console", Console(file=buffer, width=600, color_system=None))
+    report_verb.report([str(folder)])
     return buffer.getvalue()
 
 

@@ -25,7 +25,7 @@ def _accuracy_only(root: Path) -> Path:
 def test_report_output_of_accuracy_runs_only_is_refused_before_writing(tmp_path: Path) -> None:
     root = _accuracy_only(tmp_path / "results")
     out = tmp_path / "report"
-    from quantmark.commands import report
+    from quantmark.commands.report import report
 
     with pytest.raises(UserError) as raised:  # run.py: one line, exit 2
         report([str(root)], str(out))

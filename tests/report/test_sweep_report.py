@@ -221,8 +221,8 @@ def _synthetic_report() -> tuple[Study, dict[str, dict[str, str]], str]:
     within the noise and disturbed by another process in one repeat."""
     fp32 = [100.0, 110.0, 104.0]
     noisy = config("ov-int8", [95.0, 118.0, 104.0])
-    noisy.runs[1].results["interference"] = {"disturbed": True,
-                                             "why": ["other processes used 0.93 of 2 cores"]}
+    noisy.runs[1].results.interference = {"disturbed": True,
+                                          "why": ["other processes used 0.93 of 2 cores"]}
     made = study(config("ort-fp32", fp32), config("ort-int8", [200.0, 221.0, 207.0]),
                  config("ov-fp32", fp32), noisy)
     rows = {row["sut"]: row for row in csv.DictReader(io.StringIO(report_csv(made)))}
@@ -282,15 +282,15 @@ def test_report_md_shows_verdicts_and_marks_and_warns_of_disturbed_runs():
 def test_the_console_table_shows_intervals_verdicts_and_disturbed_runs(monkeypatch, tmp_path):
     from rich.console import Console
 
-    from quantmark import commands
+    from quantmark.commands import report as report_verb
     from quantmark.report import sweep_report
 
     made, _, _ = _synthetic_report()
     monkeypatch.setattr(sweep_report, "write", lambda folders, output: sweep_report.Written(
         made, []))
     buffer = io.StringIO()
-    monkeypatch.setattr(commands, "console", Console(file=buffer, width=400, color_system=None))
-    commands._characterization([str(tmp_path)], tmp_path)
+    monkeypatch.setattr(report_verb, "console", Console(file=buffer, width=400, color_system=None))
+    report_verb.characterization([str(tmp_path)], tmp_path)
     lines = buffer.getvalue().splitlines()
     header = next(line for line in lines if "┃" in line and "SUT" in line)
     names = [cell.strip() for cell in header.split("┃")[1:-1]]
@@ -325,8 +325,8 @@ def test_an_until_stable_set_reads_with_its_stopping_interval():
     values = [40.0, 40.1, 39.9, 40.05]
     stable = config("ort-fp32", values)
     for r in stable.runs:  # what run_set records: the target and the planned runs
-        r.results["config"]["until_stable"] = 2.0
-        r.results["repeat"] = {"of": 3}
+        r.results.config["until_stable"] = 2.0
+        r.results.repeat = {"of": 3}
     made = study(stable)
     assert stable.derived["metric_interval"] == look(values, 2.0, 3).interval
     assert stable.derived["metric_interval"].method == METHOD

@@ -25,6 +25,7 @@ from quantmark.ground.proc_counters import (
     read_pressure,
     read_process_cpu_s,
 )
+from quantmark.ground.records import INTERFERENCE, RESULTS, RunRecord, load_run, write_record
 from quantmark.run.interference import (
     OTHER_SHARE_MAX,
     Monitor,
@@ -245,29 +246,33 @@ def test_a_board_that_throttled_is_disturbed_and_uncovered_windows_have_no_verdi
 def _run_folder(tmp_path: Path, started_at: float) -> Path:
     final = tmp_path / "sys" / "m" / "Offline" / "performance" / "run_1"
     final.mkdir(parents=True)
-    (final / "results.json").write_text(json.dumps({"times": {
-        "loadgen_started_at": started_at, "loadgen_ended_at": started_at + 6}}))
+    write_record(final / RESULTS, RunRecord(times={
+        "loadgen_started_at": started_at, "loadgen_ended_at": started_at + 6},
+        interference_file=INTERFERENCE))
     return final
 
 
-def test_attach_rewrites_results_json_under_the_folder_lock(tmp_path):
+def test_attach_writes_the_file_the_record_names_under_the_folder_lock(tmp_path):
+    """results.json is the child's, written once; the parent's figures go beside it."""
     monitor = Monitor(root=tmp_path)
     monitor.samples = series(0.93)
     final = _run_folder(tmp_path, 1002.0)
-    results = json.loads((final / "results.json").read_text())
+    results = load_run(final / RESULTS).to_dict()
+    written = (final / RESULTS).read_bytes()
     attach(monitor, final, results)
-    on_disk = json.loads((final / "results.json").read_text())
-    assert on_disk["interference"] == results["interference"]
-    assert on_disk["interference"]["disturbed"] is True
+    assert (final / RESULTS).read_bytes() == written
+    assert results["interference"]["disturbed"] is True
+    assert load_run(final / RESULTS).interference == results["interference"]
     assert not (final.parent / ".run_1.lock").exists()  # released
     # a run that holds the folder now, or a results.json of another run: left alone
+    (final / INTERFERENCE).unlink()
     with FileLock(final.parent / ".run_1.lock"):
-        (final / "results.json").write_text(json.dumps({"times": results["times"]}))
         attach(monitor, final, dict(results))
-        assert "interference" not in json.loads((final / "results.json").read_text())
+        assert not (final / INTERFERENCE).exists()
     attach(monitor, final, {"times": {"loadgen_started_at": 1001.0,
                                       "loadgen_ended_at": 1007.0}})
-    assert "interference" not in json.loads((final / "results.json").read_text())
+    assert not (final / INTERFERENCE).exists()
+    assert load_run(final / RESULTS).interference is None
 
 
 # real quick runs through the launcher and the CLI
@@ -312,11 +317,13 @@ def _quick(tiny: Path, out: Path) -> RunConfig:
 def _launched(config: RunConfig) -> dict:
     result = launch(config, quiet=True)
     assert result.status == "ok", result.message
-    on_disk = json.loads((Path(result.run_dir) / "results.json").read_text())
-    assert on_disk["interference"] == result.results["interference"]
-    return on_disk["interference"]
+    on_disk = load_run(Path(result.run_dir) / RESULTS)
+    assert on_disk.interference == result.results["interference"]
+    assert "interference" not in json.loads((Path(result.run_dir) / RESULTS).read_text())
+    return on_disk.interference
 
 
+@pytest.mark.slow
 def test_a_run_beside_busy_processes_is_disturbed(tiny, tmp_path, quantmark_cache):
     with busy_processes():
         interference = _launched(_quick(tiny, tmp_path))
@@ -344,6 +351,7 @@ def test_a_quiet_run_is_not_disturbed(tiny, tmp_path, quantmark_cache):
     assert interference["samples"] > 10 and interference["test_cpu_cores"] > 0.3
 
 
+@pytest.mark.slow
 def test_the_cli_says_disturbed_beside_busy_processes(tiny, tmp_path, quantmark_cache):
     conf = tmp_path / "user.conf"
     conf.write_text("*.SingleStream.min_duration = 2000\n")

@@ -88,6 +88,7 @@ def test_runs_of_an_older_larger_set_are_removed_unless_held(tmp_path) -> None:
     assert sorted(p.name for p in first.parent.glob("run_*")) == ["run_1", "run_2", "run_4"]
 
 
+@pytest.mark.slow
 def test_repeats_end_to_end(tmp_path) -> None:
     model = tiny_onnx(tmp_path / "tiny.onnx")
     out = tmp_path / "results"
@@ -129,13 +130,14 @@ def _repeated(monkeypatch, values: list[float], validity: list[str]) -> tuple[in
 
     from rich.console import Console
 
-    from quantmark import cli, commands
+    from quantmark import cli
+    from quantmark.commands import run as run_verb
 
     run, _ = _fake_runner(values, validity)
     out = io.StringIO()
-    monkeypatch.setattr(commands, "console", Console(file=out, width=300))
-    monkeypatch.setattr(commands, "validate", lambda config: None)
-    monkeypatch.setattr(commands, "run_one", run)
+    monkeypatch.setattr(run_verb, "console", Console(file=out, width=300))
+    monkeypatch.setattr(run_verb, "validate", lambda config: None)
+    monkeypatch.setattr(run_verb, "run_one", run)
     code = cli.main(["--scenario", "Offline", "--sut", "ort-fp32", "--repeats",
                      str(len(values)), "--output", "out"])
     return code, out.getvalue()

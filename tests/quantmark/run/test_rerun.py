@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from quantmark import commands
+from quantmark.commands import run as run_verb
 from quantmark.ground.config import RunConfig
 from quantmark.run import launch as launcher
 from quantmark.run.launch import LaunchResult
@@ -78,8 +78,8 @@ def test_the_launcher_reruns_once_and_returns_the_rerun(monkeypatch, tmp_path) -
 
 def _printed(result: LaunchResult, monkeypatch) -> str:
     out = io.StringIO()
-    monkeypatch.setattr(commands, "console", Console(file=out, width=400))
-    commands._print_run(result)
+    monkeypatch.setattr(run_verb, "console", Console(file=out, width=400))
+    run_verb.print_run(result)
     return out.getvalue()
 
 

@@ -163,3 +163,24 @@ def test_a_local_sweep_runs_an_ensemble_and_explains_one_it_cannot(trivial_plugi
                       "Offline-b8-r1"]
     if explained["status"] == "unavailable":  # no GPU here (on a GPU box with TensorRT it runs)
         assert explained["message"].startswith("resnet50@trt-fp16: needs an NVIDIA GPU")
+
+
+def test_a_sut_option_is_a_sweep_dimension_recorded_by_each_cell(tmp_path, quantmark_cache):
+    """``run.py sweep ... --sut-option ov_api=sync,async``: two cells, each run with its value
+    (results.json config.sut_options), two rows of the report."""
+    import csv
+
+    out = tmp_path / "sweep"
+    proc = run_cli("sweep", "--models", "mobilenetv2", "--suts", "ov-int8", "--sut-option",
+                   "ov_api=sync,async", "--scenarios", "SingleStream", "--seconds", "1",
+                   "--no-accuracy", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cells = manifest(out)
+    assert sorted(entry["status"] for entry in cells.values()) == ["ok", "ok"], cells
+    for api in ("sync", "async"):
+        entry = cells[f"mobilenetv2/ov-int8+ov_api={api}/SingleStream-b1-r1"]
+        assert entry["sut_options"] == {"ov_api": api}
+        results = json.loads((out / entry["run_dir"] / "results.json").read_text())
+        assert results["config"]["sut_options"] == {"ov_api": api}
+    rows = list(csv.DictReader((out / "report.csv").open()))
+    assert sorted(r["sut"] for r in rows) == ["ov-int8 ov_api=async", "ov-int8 ov_api=sync"]

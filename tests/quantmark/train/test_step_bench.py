@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from quantmark.ground.records import SCHEMA_VERSION, load_record
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,7 +37,11 @@ def torch_bench(tmp_path_factory) -> Path:
 
 
 def _record(folder: Path, framework: str, precision: str) -> dict:
-    return json.loads((folder / f"{framework}-mobilenetv2-b4-s64-{precision}.json").read_text())
+    """The record as the report reads it (typed, through the one loader), as JSON holds it."""
+    path = folder / f"{framework}-mobilenetv2-b4-s64-{precision}.json"
+    record = load_record(path, "train-bench")
+    assert record.schema == SCHEMA_VERSION == json.loads(path.read_text())["schema"]
+    return record.to_dict()
 
 
 def test_torch_records_fp32_and_bf16_autocast(torch_bench):

@@ -11,6 +11,8 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli, sigint_as_at_a_terminal
 from tests.quantmark.sweep.fleet.conftest import TRIVIAL_SUTS
 
@@ -30,6 +32,7 @@ def _results(out: Path) -> dict[str, dict]:
             for cell_id, entry in manifest["cells"].items() if entry["status"] == "ok"}
 
 
+@pytest.mark.slow
 def test_cells_run_where_they_fit_one_at_a_time_per_node(local_fleet, fleet_env, tmp_path):
     local_fleet.add("alpha")
     local_fleet.add("beta", board={"model": BOARD})
@@ -83,6 +86,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_a_node_lost_mid_cell_reruns_the_cell_elsewhere(local_fleet, fleet_env, tmp_path):
     import subprocess
     import sys
@@ -120,6 +124,7 @@ def test_a_node_lost_mid_cell_reruns_the_cell_elsewhere(local_fleet, fleet_env, 
     assert f"node {node} left the cluster" in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_cell_no_node_fits_is_explained_and_the_sweep_resumes(local_fleet, fleet_env,
                                                                  tmp_path):
     local_fleet.add("alpha", suts=["trivial-fp32"])  # trivial-faulty is not installed there
@@ -172,6 +177,7 @@ def test_without_cluster_ray_is_never_imported(fleet_env, tmp_path):
     assert result == {"counts": {"ok": 1}, "ray": False}
 
 
+@pytest.mark.slow
 def test_gpu_cells_go_to_the_gpu_node_and_an_ensemble_stays_with_its_members(
         local_fleet, fleet_env, tmp_path):
     """A node that says it has a GPU gets the GPU SUT's cells (here its own check then finds
@@ -195,6 +201,7 @@ def test_gpu_cells_go_to_the_gpu_node_and_an_ensemble_stays_with_its_members(
     assert len({e["node"] for e in family}) == 1, family
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_finished_cells_and_stops_the_running_one(local_fleet, fleet_env,
                                                                tmp_path):
     import signal

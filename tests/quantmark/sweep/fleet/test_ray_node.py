@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -43,6 +45,7 @@ def test_head_or_address_is_required():
                                    "--address HEAD:6379 (every other one)")
 
 
+@pytest.mark.slow
 def test_the_readme_commands_start_a_head_and_sweep_on_it(fleet_env, tmp_path):
     """``run.py node --head`` for real, then ``run.py sweep --cluster HOST:PORT``."""
     import socket

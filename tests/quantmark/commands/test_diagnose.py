@@ -37,6 +37,7 @@ def diagnosed(tmp_path_factory, quantmark_cache):
     return proc, out
 
 
+@pytest.mark.slow
 def test_a_diagnosis_is_written_like_a_run(diagnosed):
     proc, out = diagnosed
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -59,6 +60,7 @@ def test_a_diagnosis_is_written_like_a_run(diagnosed):
     assert "worst layers" in proc.stdout and "recovery" in proc.stdout
 
 
+@pytest.mark.slow
 def test_report_shows_the_diagnosis(diagnosed, tmp_path):
     proc, out = diagnosed
     assert proc.returncode == 0
@@ -75,8 +77,8 @@ def test_report_shows_the_diagnosis(diagnosed, tmp_path):
 
 
 def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monkeypatch):
-    from quantmark.cli import build_diagnose_parser
-    from quantmark.diagnosis import command
+    from quantmark import cli
+    from quantmark.diagnosis import steps
     from quantmark.ground.errors import SutError
     from tests.report.test_diagnosis_section import _record
 
@@ -86,11 +88,12 @@ def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monke
                                     "notes": {}},
                            "reference": {"method": "m", "precision_source": "p", "layers": 4,
                                          "notes": {}}})
-    monkeypatch.setattr(command, "run", lambda config: dict(record))
-    args = build_diagnose_parser().parse_args(["--sut", "ort-int8", "--recover", "2",
-                                               "--output", str(tmp_path)])
+    monkeypatch.setattr(steps, "run", lambda config: dict(record))
+    verb, args = cli.parse(["diagnose", "--sut", "ort-int8", "--recover", "2", "--output",
+                            str(tmp_path)])
+    assert verb.NAME == "diagnose"
     with pytest.raises(SutError, match="recovery curve failed .*NNCF.*diagnosis is written"):
-        command.diagnose(args)
+        verb.main(args)
     written = json.loads(next(tmp_path.rglob("results.json")).read_text())
     assert written["recovery_failed"].startswith("K=2") and len(written["layers"]) == 4
     assert "RECOVERY FAILED: K=2" in next(tmp_path.rglob("layers.md")).read_text()

@@ -1,0 +1,92 @@
+"""``run.py report DIR [DIR ...] [--output DIR]``: tables of results folders. A sweep folder,
+several folders (merged) or any folder with ``--output``: the characterization report
+(Markdown, CSV, HTML with figures), as is a folder holding train-bench results. One plain
+results folder: its percentile table (CSV, Markdown). Diagnoses under the folders: their tables.
+
+The report's statistics (scipy) and figures (matplotlib) are imported when a report is made:
+the lean install, which has neither, must still start every other verb."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from rich.markup import escape
+
+from quantmark.commands import options
+from quantmark.ground.errors import UserError
+from quantmark.report import console_tables as tables
+from quantmark.report import diagnosis_section as diagnosis
+from quantmark.report import training
+from quantmark.run.checks import check_output_writable
+
+NAME = "report"
+HELP = "tables (and, for sweeps, figures and HTML) of results folders"
+
+console = tables.make_console()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folders", nargs="+", help="results or sweep folders; several merge")
+    options.output(parser, default=None, help="where the characterization report goes "
+                                              "(default: the sweep folder, when there is one)")
+
+
+def main(args: argparse.Namespace) -> int:
+    report(args.folders, args.output)
+    return 0
+
+
+def report(folders: list[str], output: str | None = None) -> None:
+    """The characterization report or the percentile table of ``folders`` (see the module),
+    then the tables of the diagnoses among them."""
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
+                            "folder")
+    is_sweep = any((Path(f) / "sweep.json").is_file() for f in folders)
+    if len(folders) > 1 and output is None:
+        raise UserError("several folders merge into one report: say where with --output DIR")
+    diagnoses = diagnosis.load(folders)
+    if is_sweep or len(folders) > 1 or output is not None or training.load(folders):
+        characterization(folders, Path(output or folders[0]))
+    elif not diagnoses or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
+        percentile_table(folders[0])
+    for record in diagnoses:  # run.py diagnose's folders: their tables (and in the report)
+        tables.print_diagnosis(console, record)
+    tables.print_agreement(console, diagnoses)
+
+
+def characterization(folders: list[str], output: Path) -> None:
+    """Write the characterization report of ``folders`` into ``output`` and print its tables."""
+    if importlib.util.find_spec("matplotlib") is None:  # the lean Raspberry Pi install
+        raise UserError("the characterization report draws its figures with matplotlib, which is "
+                        "not installed: pip install 'quantmark[data]', or copy the folders to a "
+                        "machine that has it and run python run.py report there")
+    # scipy and matplotlib: see the module's docstring
+    from quantmark.report.console_reports import print_characterization
+    from quantmark.report.sweep_report import write
+
+    check_output_writable(str(output))
+    written = write(folders, output)
+    study = written.study
+    if not (study.configs or study.explained or study.training or written.diagnoses):
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt), train-bench results or "
+                        f"diagnoses under {', '.join(folders)}")
+    print_characterization(console, folders, study)
+    names = ", ".join(p.name for p in written.files if p.parent == output)
+    console.print(f"written to {escape(str(output))}: {names} and "
+                  f"{sum(p.suffix == '.png' for p in written.files)} figures")
+
+
+def percentile_table(folder: str) -> None:
+    """Write (CSV, Markdown) and print the percentile table of every run under ``folder``."""
+    # scipy: see the module's docstring
+    from quantmark.report.console_reports import print_percentiles
+    from quantmark.report.run_table import write_report
+
+    rows, csv_path, md_path = write_report(Path(folder))
+    if not rows:
+        raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")
+    print_percentiles(console, folder, rows, csv_path, md_path)
