@@ -184,6 +184,7 @@ def test_folders_of_several_machines_merge_into_one_report(small_sweep, tmp_path
     assert "aarch64" in (merged / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_each_sut_is_compared_with_the_fp32_baseline_its_run_recorded(small_sweep, tmp_path):
     """GPU SUTs are compared with their framework's FP32 on the GPU (``ort-trt-int8`` with
     ``ort-cuda-fp32``), which the runner records; the CPU runs relabelled as GPU ones must give

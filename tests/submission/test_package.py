@@ -49,6 +49,7 @@ def scenario(results: Path) -> Path:
     return next(results.glob("*-ort-int8/resnet50/Offline"))
 
 
+@pytest.mark.slow
 def test_quick_runs_are_refused_with_the_reason(results, tmp_path):
     proc = run_cli("submission", "--results", str(results), "--submitter", "Acme",
                    "--division", "open", "--output", str(tmp_path / "sub"))
@@ -58,6 +59,7 @@ def test_quick_runs_are_refused_with_the_reason(results, tmp_path):
     assert not (tmp_path / "sub").exists()
 
 
+@pytest.mark.slow
 def test_missing_test_is_refused(results, tmp_path):
     shutil.rmtree(scenario(results) / "TEST04")
     with pytest.raises(UserError, match="TEST04 is missing; run it with --audit TEST04"):
@@ -65,6 +67,7 @@ def test_missing_test_is_refused(results, tmp_path):
                 require_official=False)
 
 
+@pytest.mark.slow
 def test_failed_test_is_refused(results, tmp_path):
     verify = scenario(results) / "TEST01" / "verify_accuracy.txt"
     verify.write_text(verify.read_text().replace("TEST PASS", "TEST FAIL"))
@@ -73,6 +76,7 @@ def test_failed_test_is_refused(results, tmp_path):
                 require_official=False)
 
 
+@pytest.mark.slow
 def test_invalid_run_is_refused(results, tmp_path):
     detail = scenario(results) / "performance" / "run_1" / "mlperf_log_detail.txt"
     detail.write_text(detail.read_text().replace('"value": "VALID"', '"value": "INVALID"'))
@@ -81,6 +85,7 @@ def test_invalid_run_is_refused(results, tmp_path):
                 require_official=False)
 
 
+@pytest.mark.slow
 def test_closed_needs_resnet50_at_target_on_full_imagenet(results, tmp_path):
     runs = find_scenarios(results)
     problems = " | ".join(scenario_problems(runs[0], "closed", require_official=False))
@@ -95,6 +100,7 @@ def test_closed_needs_resnet50_at_target_on_full_imagenet(results, tmp_path):
                for p in scenario_problems(lite, "closed", require_official=False))
 
 
+@pytest.mark.slow
 def test_existing_output_is_refused(results, tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "keep.txt").write_text("mine")
@@ -104,6 +110,7 @@ def test_existing_output_is_refused(results, tmp_path):
     assert (tmp_path / "sub" / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_tree_has_every_required_file(results, tmp_path):
     """Quick runs packaged with only the 600 s checks off: the layout and contents are the
     same as for an official run (an official run is checked by MLPerf's own checker)."""
@@ -176,6 +183,7 @@ def test_truncation_keeps_head_and_tail_and_hashes_the_original(tmp_path):
     assert (tmp_path / "tiny_out.json").read_text() == "[]"
 
 
+@pytest.mark.slow
 def test_failure_while_writing_leaves_nothing_behind(results, tmp_path):
     bad = tmp_path / "system.json"
     bad.write_text("{not json")
