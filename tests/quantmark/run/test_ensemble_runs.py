@@ -22,8 +22,6 @@ from quantmark.run.repeated import RepeatSet
 from quantmark.run.validity import MIN_DURATION
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.slow
-
 # Lite0 at ORT INT8, Lite1 at OpenVINO FP32, Lite2 at TFLite FP32: 224/240/260 px, NCHW and
 # NHWC inputs, every artifact cheap to build (ONNX export, OpenVINO IR, LiteRT conversion)
 MEMBERS = ("efficientnet-lite0@ort-int8,efficientnet-lite1@ov-fp32,"
@@ -53,6 +51,7 @@ def _results(folder: Path) -> dict:
     return json.loads((folder / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_accuracy_run_writes_accuracy_txt_and_every_members_record(accuracy_run):
     assert (accuracy_run / "accuracy.txt").is_file()
     results = _results(accuracy_run)
@@ -68,6 +67,7 @@ def test_the_accuracy_run_writes_accuracy_txt_and_every_members_record(accuracy_
     assert results["memory"]["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_the_combined_class_is_the_argmax_of_the_members_mean_probabilities(accuracy_run):
     """Sample by sample, from the members' own logs, against the ensemble's LoadGen log."""
     answered, _ = decode_predictions(accuracy_run / "mlperf_log_accuracy.json")
@@ -91,6 +91,7 @@ def test_the_combined_class_is_the_argmax_of_the_members_mean_probabilities(accu
 @pytest.mark.parametrize(("scenario", "mode"), [("Offline", "both"),
                                                 ("SingleStream", "sequential"),
                                                 ("Server", "concurrent")])
+@pytest.mark.slow
 def test_quick_runs_are_valid(accuracy_run, short_conf, tmp_path, scenario, mode):
     baselines = [] if scenario == "Offline" else ["--no-baselines"]
     proc = run_cli("--scenario", scenario, "--ensemble", MEMBERS, "--ensemble-mode", mode,
@@ -166,6 +167,7 @@ def _faulty(trivial_plugin_path: Path, cache: Path, out: Path, fault: str,
     return proc.returncode, lines[-1] if lines else ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["raise", "hang"])
 def test_a_failing_or_hung_member_ends_the_run_naming_it(trivial_plugin_path, quantmark_cache,
                                                          tmp_path, fault):
