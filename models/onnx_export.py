@@ -38,13 +38,22 @@ def export_key(spec: ModelSpec, weights_path: str | Path | None = None) -> str:
     """Cache key: model, weights identity, tool versions and the export recipe."""
     return hash_json({
         "what": "onnx-export", "model": spec.name, "num_classes": spec.num_classes,
-        "input_size": spec.input_size, "weights": weights_identity(spec, weights_path),
+        "input_size": spec.input_size, **geometry_changes(spec),
+        "weights": weights_identity(spec, weights_path),
         "torch": dist_version("torch"), "onnx": onnx.__version__, "recipe": EXPORT_RECIPE,
     })
 
 
+def geometry_changes(spec: ModelSpec) -> dict[str, Any]:
+    """The input geometry a spec changes from the square 3-channel default: only these enter
+    the cache key, so every built-in model keeps its key."""
+    changes = {"input_width": spec.input_width, "channels": spec.channels}
+    defaults = {"input_width": spec.input_size, "channels": 3}
+    return {k: v for k, v in changes.items() if v != defaults[k]}
+
+
 def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Artifact:
-    """FP32 ONNX for ``spec``: input "input" [batch,3,S,S], output "logits" [batch,classes]."""
+    """FP32 ONNX for ``spec``: input "input" [batch,C,H,W], output "logits" [batch,classes]."""
     key = export_key(spec, weights_path)
 
     def build(folder: Path) -> Artifact:
@@ -75,8 +84,8 @@ def export_onnx(spec: ModelSpec, weights_path: str | Path | None = None) -> Arti
 def _dynamo_export(model: torch.nn.Module, spec: ModelSpec, out: Path) -> None:
     import torch
 
-    size = spec.input_size
-    example = torch.zeros(2, 3, size, size)  # batch 2: a batch of 1 may be specialised away
+    # batch 2: a batch of 1 may be specialised away
+    example = torch.zeros(2, spec.channels, spec.input_size, spec.input_width)
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
     # the exporter warns about absent torchvision ops and internal deprecations: not ours
     quiet = logging.getLogger("torch.onnx")
@@ -102,77 +111,51 @@ def _dynamo_export(model: torch.nn.Module, spec: ModelSpec, out: Path) -> None:
 # --------------------------------------------------------------------------- user ONNX
 
 
-def _dims(value_info: onnx.ValueInfoProto) -> list[int | str]:
-    """Shape as ints (fixed) or strings (symbolic / unknown)."""
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-            for d in value_info.type.tensor_type.shape.dim]
-
-
-def _layout(dims: list[int | str], size: int) -> str | None:
-    def spatial(d: int | str) -> bool:
-        return d == size or isinstance(d, str)
-
-    if len(dims) != 4:
-        return None
-    if dims[1] == 3 and spatial(dims[2]) and spatial(dims[3]):
-        return "NCHW"
-    if dims[3] == 3 and spatial(dims[1]) and spatial(dims[2]):
-        return "NHWC"
-    return None
-
-
 def load_user_onnx(path: str | Path, spec: ModelSpec) -> Artifact:
     """Validate a user's ONNX file (``--model-path``) for ``spec``; UserError (one line) if unfit.
 
-    Accepts one float image input [N,3,S,S] (NCHW) or [N,S,S,3] (NHWC), and takes the first
-    float output [N, classes] or [N, classes+1] (a background class: meta label_offset=1).
-    The file is used in place, not copied.
+    Accepts one float32 or uint8 image input, NCHW or NHWC, with the spec's channels, height
+    and width (``quantmark.models.workload`` read them from this file, or from flags where the
+    file leaves them dynamic), and takes the first float output [N, classes] or
+    [N, classes+1] (a background class: meta label_offset=1). The file is used in place.
     """
+    from quantmark.models.workload import inspect_onnx
+
     p = Path(path)
     where = f"model {spec.name}: --model-path {p}"
     if not p.is_file():
         raise UserError(f"{where} not found; pass an existing .onnx file")
     try:
-        proto = onnx.load(str(p), load_external_data=False)
         onnx.checker.check_model(str(p))
     except Exception as exc:
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise UserError(f"{where} is not a valid ONNX model ({cause}); "
                         "pass a file exported with torch.onnx.export or tf2onnx") from None
-    init_names = {t.name for t in proto.graph.initializer}
-    inputs = [i for i in proto.graph.input if i.name not in init_names]
-    size = spec.input_size
-    if len(inputs) != 1:
-        raise UserError(f"{where} has {len(inputs)} inputs; expected one image input "
-                        f"[N,3,{size},{size}] or [N,{size},{size},3]")
-    inp = inputs[0]
-    in_dims = _dims(inp)
-    layout = _layout(in_dims, size)
-    if layout is None or inp.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        raise UserError(f"{where} input {inp.name!r} is {in_dims} (elem type "
-                        f"{inp.type.tensor_type.elem_type}); expected float32 "
-                        f"[N,3,{size},{size}] (NCHW) or [N,{size},{size},3] (NHWC)")
+    stated = inspect_onnx(p, where)
+    want = (spec.channels, spec.input_size, spec.input_width)
+    got = (stated.channels, stated.height or spec.input_size, stated.width or spec.input_width)
+    if got != want or stated.dtype != spec.input_dtype:
+        raise UserError(f"{where} takes {stated.dtype} {got[0]}x{got[1]}x{got[2]} (CxHxW) "
+                        f"images, not the {spec.input_dtype} {want[0]}x{want[1]}x{want[2]} "
+                        f"model {spec.name} takes; pass the model's own --model (or none)")
     accepted = (spec.num_classes, spec.num_classes + 1)
-    output = None
-    for out in proto.graph.output:
-        dims = _dims(out)
-        if (len(dims) == 2 and dims[1] in accepted
-                and out.type.tensor_type.elem_type == onnx.TensorProto.FLOAT):
-            output = out
-            break
-    if output is None:
-        found = ", ".join(f"{o.name}{_dims(o)}" for o in proto.graph.output)
-        raise UserError(f"{where} has no float output [N,{accepted[0]}] or [N,{accepted[1]}] "
-                        f"(found {found}); export the classifier logits")
+    if stated.classes not in accepted:
+        raise UserError(f"{where} outputs {stated.classes} classes; model {spec.name} scores "
+                        f"{spec.num_classes} (or {spec.num_classes} + a background class): "
+                        "pass --num-classes or the model's own --model")
+    proto = onnx.load(str(p), load_external_data=False)
+    in_dims = next(i for i in proto.graph.input if i.name == stated.input_name)
+    batch = in_dims.type.tensor_type.shape.dim[0]
     file_hash = hash_file(p)
     op_types = {n.op_type for n in proto.graph.node}
     quantized = bool(op_types & {"QuantizeLinear", "QLinearConv", "ConvInteger", "MatMulInteger"})
-    classes = _dims(output)[1]
     meta: dict[str, Any] = {
-        "model": spec.name, "user_file": str(p.resolve()), "input_name": inp.name,
-        "output_name": output.name, "layout": layout,
-        "static_batch": in_dims[0] if isinstance(in_dims[0], int) and in_dims[0] > 0 else None,
-        "label_offset": 1 if classes == spec.num_classes + 1 else 0, "num_classes": classes,
+        "model": spec.name, "user_file": str(p.resolve()), "input_name": stated.input_name,
+        "output_name": stated.output_name, "layout": stated.layout,
+        "static_batch": batch.dim_value if batch.HasField("dim_value") and batch.dim_value > 0
+        else None,
+        "label_offset": stated.classes - spec.num_classes, "num_classes": stated.classes,
+        "channels": stated.channels, "input_dtype": stated.dtype,
         "opset": next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")),
                       None),
         "onnxruntime": onnxruntime.__version__, "sha256": file_hash, "cached": False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import keyword
 import os
 import shutil
 import time
@@ -23,6 +24,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import dist_version
 from quantmark.ground.hashing import hash_json
 from quantmark.models.artifacts import Artifact, cached_build, hash_folder, progress
+from quantmark.models.native_input import check_dtype, input_layout, wanted
 from quantmark.models.source import fp32_onnx
 
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
@@ -83,11 +85,44 @@ def zero_pad_maxpools_after_relu(model: Any) -> int:
     return count
 
 
-def saved_model_key(onnx_artifact: Artifact) -> str:
-    return hash_json({"what": "saved-model", "source": onnx_artifact.key,
-                      "source_sha": onnx_artifact.meta.get("sha256"),
-                      "onnx2tf": dist_version("onnx2tf"), "tensorflow": tensorflow_version(),
-                      "recipe": SAVED_MODEL_RECIPE})
+def saved_model_key(onnx_artifact: Artifact, spec: Any = None) -> str:
+    """The SavedModel's key; a user's ONNX adds the spec's input (its dynamic height and width
+    are fixed to it), so the exported models keep their keys."""
+    what = {"what": "saved-model", "source": onnx_artifact.key,
+            "source_sha": onnx_artifact.meta.get("sha256"), "onnx2tf": dist_version("onnx2tf"),
+            "tensorflow": tensorflow_version(), "recipe": SAVED_MODEL_RECIPE}
+    if spec is not None and "user_file" in onnx_artifact.meta:
+        what["input"] = [spec.channels, spec.input_size, spec.input_width]
+    return hash_json(what)
+
+
+def safe_input_name(model: Any) -> str | None:
+    """Rename an image input named like a Python keyword (``in``): onnx2tf names the
+    SavedModel's signature argument after it, and then writes no SavedModel at all. Returns
+    the old name, or None when it was kept."""
+    weights = {t.name for t in model.graph.initializer}
+    image = next(i for i in model.graph.input if i.name not in weights)
+    old = image.name
+    if not keyword.iskeyword(old):
+        return None
+    image.name = "image_input"
+    for node in model.graph.node:
+        node.input[:] = [image.name if name == old else name for name in node.input]
+    return old
+
+
+def fix_spatial_dims(model: Any, spec: Any) -> int:
+    """Give the NCHW input's dynamic height and width the spec's size (onnx2tf converts for
+    one size; the batch stays dynamic); returns how many dims were fixed."""
+    weights = {t.name for t in model.graph.initializer}
+    image = next(i for i in model.graph.input if i.name not in weights)
+    dims = image.type.tensor_type.shape.dim
+    fixed = 0
+    for axis, size in ((2, spec.input_size), (3, spec.input_width)):
+        if len(dims) == 4 and not dims[axis].HasField("dim_value"):
+            dims[axis].dim_value = size
+            fixed += 1
+    return fixed
 
 
 def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artifact:
@@ -103,7 +138,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
     if source.meta.get("layout") != "NCHW":
         raise UserError(f"model {spec.name}: onnx2tf needs an NCHW ONNX model; "
                         f"{source.path.name} is {source.meta.get('layout')}")
-    key = saved_model_key(source)
+    key = saved_model_key(source, spec)
 
     def build(folder: Path) -> Artifact:
         import onnx2tf
@@ -115,6 +150,8 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
 
         prepared = onnx.load(str(source.path))
         rewritten = zero_pad_maxpools_after_relu(prepared)
+        fix_spatial_dims(prepared, spec)
+        safe_input_name(prepared)
         onnx_input = folder / "onnx2tf-input.onnx"
         onnx.save(prepared, str(onnx_input))
         chatter = io.StringIO()  # onnx2tf prints a whole model summary even when quiet
@@ -139,6 +176,7 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
             meta={"model": spec.name, "layout": "NHWC", "label_offset":
                   source.meta.get("label_offset", 0), "num_classes":
                   source.meta.get("num_classes"), "signature": "serving_default",
+                  "channels": spec.channels, "input_dtype": spec.input_dtype,
                   "source_onnx": str(source.path), "source_onnx_key": source.key,
                   "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE,
                   "maxpools_zero_padded": rewritten},
@@ -155,7 +193,8 @@ def saved_model_hash(folder: Path) -> str:
 
 
 def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
-    """Validate a user's SavedModel directory: one image input, a [N, classes(+1)] output."""
+    """Validate a user's SavedModel directory: one image input of the spec's channels, size and
+    type (NHWC or NCHW), a [N, classes(+1)] output."""
     folder = Path(path)
     where = f"model {spec.name}: --model-path {folder}"
     if not (folder / SAVED_MODEL_FILE).is_file():
@@ -170,18 +209,13 @@ def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
         raise UserError(f"{where}: cannot load its serving_default signature ({exc}); save "
                         "the model with tf.saved_model.save or keras Model.export") from None
     inputs = signature.structured_input_signature[1]
-    size = spec.input_size
     if len(inputs) != 1:
-        raise UserError(f"{where} has {len(inputs)} inputs; expected one image input")
+        raise UserError(f"{where} has {len(inputs)} inputs; expected one image input of "
+                        f"{wanted(spec)}")
     (input_name, input_spec), = inputs.items()
-    shape = list(input_spec.shape)
-    if shape[1:] == [size, size, 3]:
-        layout = "NHWC"
-    elif shape[1:] == [3, size, size]:
-        layout = "NCHW"
-    else:
-        raise UserError(f"{where} input {input_name} is {shape}; expected [N,{size},{size},3] "
-                        f"or [N,3,{size},{size}] for model {spec.name}")
+    dims = None if input_spec.shape.rank is None else list(input_spec.shape)
+    layout = input_layout(dims or [], spec, where)
+    check_dtype(input_spec.dtype.name, spec, where, dims or [])
     outputs = signature.structured_outputs
     accepted = (spec.num_classes, spec.num_classes + 1)
     output_name = next((name for name, out in outputs.items()
@@ -196,6 +230,7 @@ def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
         weights=f"user: SavedModel {folder.name}", source_hash=folder_hash, times={},
         meta={"model": spec.name, "layout": layout, "user_file": str(folder.resolve()),
               "label_offset": 1 if classes == spec.num_classes + 1 else 0,
+              "channels": spec.channels, "input_dtype": spec.input_dtype,
               "num_classes": classes, "signature": "serving_default",
               "input_name": input_name, "output_name": output_name, "cached": False},
     )

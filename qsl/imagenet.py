@@ -1,9 +1,10 @@
-"""An ImageNet-format folder: ``val_map.txt`` (``<relative path> <label>``) next to the images.
+"""A dataset folder: ``val_map.txt`` (``<relative path> <label>``) next to the images, the layout
+MLPerf's ResNet-50 reference reads, or else one folder of images per class (``class_folders``).
 
-This is the layout MLPerf's ResNet-50 reference reads. Every problem with it is a UserError of one
-line naming the file (and line) and the fix, so run.py can print it instead of a traceback.
-Every listed image must stay inside the folder once '..' and symlinks are resolved: the folder
-is what the fingerprint, the cache and an exported copy stand for.
+Every problem with it is a UserError of one line naming the file (and line) and the fix, so
+run.py can print it instead of a traceback. Every image must stay inside the folder once '..'
+and symlinks are resolved: the folder is what the fingerprint, the cache and an exported copy
+stand for. A labels file (``label_space``) names the classes in the model's output order.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json, hash_file, hash_json
 from quantmark.ground.paths import cache_dir
 
+from .class_folders import read_class_folders
+from .label_space import read_class_names
+
 log = logging.getLogger(__name__)
 
 VAL_MAP = "val_map.txt"
-NUM_CLASSES = 1000
+NUM_CLASSES = 1000  # ImageNet's: a bare val_map whose top label is 1000 is 1-based
 # A file changed less than this long ago may change again within the same timestamp tick
 # (ctime is kept at a few ms granularity): its hash is not memoised, as git does with
 # "racily clean" index entries.
@@ -39,41 +43,64 @@ BOM = "\ufeff"
 
 
 class ImageFolderDataset:
-    """Images listed in ``val_map.txt``; some may be held out for calibration (see ``hold_out``).
+    """Images listed in ``val_map.txt``, or in class folders when the folder has no val_map;
+    some may be held out for calibration (see ``hold_out``).
 
     ``all_items`` is the full list (the preprocessed cache is built over it, so holding out a
     different calibration subset never rebuilds the cache). ``items``/``labels`` are the
     evaluation items only, and ``cache_rows`` maps each of them to its row in the cache.
+    ``classes`` names the labels (None for a bare val_map: ImageNet's convention) and
+    ``num_classes`` is the dataset's label space (the class folders', or the labels file's).
     """
 
-    def __init__(self, root: str | os.PathLike, *, builtin: bool = False) -> None:
+    def __init__(self, root: str | os.PathLike, labels: str | os.PathLike | None = None, *,
+                 builtin: bool = False) -> None:
         self.root = Path(root).expanduser()
         self.builtin = builtin
+        self.description: str | None = None  # a built-in dataset says what it is
         if not self.root.is_dir():
             raise UserError(
-                f"dataset folder {self.root} does not exist; "
-                "pass --dataset-path DIR with val_map.txt and images"
+                f"dataset folder {self.root} does not exist; pass --dataset-path DIR with "
+                "val_map.txt or one folder of images per class"
             )
+        self.labels_path = Path(labels).expanduser() if labels is not None else None
+        self.classes = read_class_names(self.labels_path) if self.labels_path else None
         self.map_path = self.root / VAL_MAP
-        if not self.map_path.is_file():
-            raise UserError(
-                f"{self.map_path} is missing; an ImageNet-format folder needs val_map.txt "
-                "with one '<relative path> <label>' line per image"
-            )
-        self._map_bytes = self.map_path.read_bytes()
-        self.all_items, self.line_numbers = parse_val_map(self._map_bytes, self.map_path)
-        if not self.all_items:
-            raise UserError(f"{self.map_path} lists no images; add '<relative path> <label>' lines")
-        self._stats = self._stat_images()
+        if self.map_path.is_file():
+            self._read_val_map()
+        else:
+            self._read_class_folders()
+        self.num_classes = len(self.classes) if self.classes is not None else None
         self.held_out: list[str] = []
         self.cache_rows = np.arange(len(self.all_items), dtype=np.int64)
         self._fingerprint: str | None = None
         self._content: list[str] | None = None
 
+    def _read_val_map(self) -> None:
+        """The listed images; a labels file only names their integer labels."""
+        self.layout = "val_map"
+        self._map_bytes = self.map_path.read_bytes()
+        self.all_items, self.line_numbers = parse_val_map(
+            self._map_bytes, self.map_path, None if self.classes is None else len(self.classes),
+            self.labels_path)
+        if not self.all_items:
+            raise UserError(f"{self.map_path} lists no images; add '<relative path> <label>' lines")
+        self._stats = self._stat_images()
+
+    def _read_class_folders(self) -> None:
+        """``root/<class>/<image>``: the listing stands in for val_map.txt's bytes."""
+        self.layout = "class-folders"
+        folders = read_class_folders(self.root, Containment(self.root), self.classes,
+                                     self.labels_path)
+        self.all_items, self.line_numbers = folders.items, []
+        self.classes = folders.classes
+        self._map_bytes = folders.listing()
+        self._stats = folders.stats
+
     def _stat_images(self) -> list[os.stat_result]:
         """Stat every listed image; a missing one, or one whose path leads out of the folder
         ('..', a symlink), is a UserError naming its val_map line."""
-        inside = _Containment(self.root)
+        inside = Containment(self.root)
         stats = []
         files: dict[tuple[int, int], int] = {}  # (device, inode) -> row: one file, one line
         for row, ((rel, _), line) in enumerate(zip(self.all_items, self.line_numbers,
@@ -125,11 +152,15 @@ class ImageFolderDataset:
         return self.root / relpath
 
     def describe(self, row: int) -> str:
-        """Where an item came from, for error messages: ``val_map.txt:LINE``."""
+        """Where an item came from, for error messages: ``val_map.txt:LINE``, or the image's
+        path in a class-folder dataset."""
+        if self.layout == "class-folders":
+            return str(self.root / self.all_items[row][0])
         return f"{self.map_path}:{self.line_numbers[row]}"
 
     def fingerprint(self) -> str:
-        """Identity of the listed content: sha256 of val_map.txt and of every image's bytes.
+        """Identity of the listed content: sha256 of val_map.txt (or of the class-folder
+        listing) and of every image's bytes.
 
         Content, not a stat signature (size + mtime + inode, as make and rsync use): the
         fingerprint is compared across copies and machines (results, export records), and a
@@ -159,14 +190,14 @@ class ImageFolderDataset:
         drop = set(relpaths)
         unknown = drop - {rel for rel, _ in self.all_items}
         if unknown:
-            raise ValueError(f"cannot hold out items not in {self.map_path}: {sorted(unknown)[:3]}")
+            raise ValueError(f"cannot hold out items not in {self.root}: {sorted(unknown)[:3]}")
         keep = [i for i in self.cache_rows if self.all_items[i][0] not in drop]
         already = set(self.held_out)
         self.held_out.extend(rel for rel in dict.fromkeys(relpaths) if rel not in already)
         self.cache_rows = np.asarray(keep, dtype=np.int64)
 
 
-class _Containment:
+class Containment:
     """Resolves listed paths against the folder's real path: one realpath per distinct parent
     folder (ImageNet val has one) and one lstat per file, not a realpath per file."""
 
@@ -186,14 +217,15 @@ class _Containment:
             if parent not in self.parents:
                 self.parents[parent] = os.path.realpath(parent)
             real = os.path.join(self.parents[parent], name)
-        self._check(rel, real, where)
+        self.check(rel, real, where)
         info = os.lstat(real)
         if stat.S_ISLNK(info.st_mode):
-            self._check(rel, os.path.realpath(real), where)
+            self.check(rel, os.path.realpath(real), where)
             info = os.stat(real)
         return info
 
-    def _check(self, rel: str, real: str, where: str) -> None:
+    def check(self, rel: str, real: str, where: str) -> None:
+        """Refuse ``rel`` whose real path ``real`` lies outside the folder."""
         if real != self.real and not real.startswith(self.prefix):
             raise UserError(
                 f"{where}: {_short(rel)} resolves to {_short(real, 120)}, outside the dataset "
@@ -269,8 +301,15 @@ def _write_memo(path: Path, rels: Sequence[str], stats: Sequence[os.stat_result]
         log.debug("cannot write the content-hash memo %s: %s", path, exc)
 
 
-def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[int]]:
-    """Parse ``<relative path> <label>`` lines; blank lines are skipped, anything else is bad."""
+def parse_val_map(data: bytes, path: Path, num_classes: int | None = None,
+                  named_in: str | os.PathLike | None = None
+                  ) -> tuple[list[tuple[str, int]], list[int]]:
+    """Parse ``<relative path> <label>`` lines; blank lines are skipped, anything else is bad.
+
+    A label is any integer >= 0: the label space is the dataset's. With ``num_classes`` (the
+    names of a labels file, ``named_in``) each label must have a name. Without, a top label of
+    exactly 1000 is ImageNet's 1-based convention (ILSVRC devkit, TF-slim) and refused.
+    """
     try:
         text = data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError:
@@ -285,16 +324,16 @@ def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[
             continue
         parts = line.rsplit(maxsplit=1)
         label = _parse_label(parts[1]) if len(parts) == 2 else None
-        if label is None and len(parts) == 2 and parts[1] == str(NUM_CLASSES):
-            raise UserError(
-                f"{path}:{number}: label {NUM_CLASSES} means 1-based labels (ILSVRC devkit or "
-                "TF-slim style); MLPerf's val_map.txt is 0-based 0..999 in sorted-synset order: "
-                "convert the file (see README, Label conventions)"
-            )
         if label is None:
             raise UserError(
                 f"{path}:{number}: malformed line {_short(line)}; "
-                f"expected '<relative path> <label>' with a label 0..{NUM_CLASSES - 1}"
+                "expected '<relative path> <label>' with an integer label >= 0"
+            )
+        if num_classes is not None and label >= num_classes:
+            raise UserError(
+                f"{path}:{number}: label {label} has no class name: {named_in or 'the labels'} "
+                f"names {num_classes} classes (labels 0..{num_classes - 1}); fix the label or "
+                "pass the labels file of this dataset"
             )
         rel = parts[0]
         if os.path.isabs(rel):
@@ -310,7 +349,22 @@ def parse_val_map(data: bytes, path: Path) -> tuple[list[tuple[str, int]], list[
         seen[key] = (number, rel)
         items.append((rel, label))
         lines.append(number)
+    if num_classes is None:
+        _refuse_one_based(items, lines, path)
     return items, lines
+
+
+def _refuse_one_based(items: list[tuple[str, int]], lines: list[int], path: Path) -> None:
+    """Labels 0..1000 in a bare val_map are ImageNet's 1..1000, one off every class."""
+    if max((label for _, label in items), default=-1) != NUM_CLASSES:
+        return
+    number = next(line for (_, label), line in zip(items, lines, strict=True)
+                  if label == NUM_CLASSES)
+    raise UserError(
+        f"{path}:{number}: label {NUM_CLASSES} means 1-based labels (ILSVRC devkit or "
+        "TF-slim style); MLPerf's val_map.txt is 0-based 0..999 in sorted-synset order: "
+        "convert the file (see README, Label conventions)"
+    )
 
 
 def parse_path_list(path: Path) -> list[tuple[str, int]]:
@@ -335,11 +389,7 @@ def parse_path_list(path: Path) -> list[tuple[str, int]]:
 
 
 def _parse_label(token: str) -> int | None:
-    try:
-        value = int(token)
-    except ValueError:
-        return None
-    return value if 0 <= value < NUM_CLASSES else None
+    return int(token) if token.isascii() and token.isdigit() else None  # not "+5", "5_0"
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -103,8 +103,7 @@ class QuerySampleLibrary:
     def sample_shape(self) -> tuple[int, ...]:
         if self._recipe is None:
             return tuple(self._source.shape[1:])
-        c = self._recipe.crop
-        return (3, c, c) if self._recipe.layout == "NCHW" else (c, c, 3)
+        return self._recipe.input_shape()
 
     def _check(self, indices: Iterable[int]) -> np.ndarray:
         idx = np.asarray(
@@ -118,7 +117,9 @@ class QuerySampleLibrary:
         """float32 copies of these samples, read in source order (sequential mmap reads)."""
         rows = self._rows[idx]
         order = np.argsort(rows, kind="stable")
-        out = np.empty((len(idx), *self.sample_shape()), dtype=np.float32)
+        raw_pixels = self._recipe is not None and self._recipe.dtype == "uint8"  # uint8 model
+        out = np.empty((len(idx), *self.sample_shape()),
+                       dtype=np.uint8 if raw_pixels else np.float32)
         step = 256  # bounds the uint8 temporary; float32 output is written in place
         for start in range(0, len(idx), step):
             part = order[start : start + step]

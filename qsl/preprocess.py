@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -39,6 +39,14 @@ RESAMPLING = "bilinear"
 _PIL_RESAMPLING = Image.Resampling.BILINEAR
 
 Layout = Literal["NCHW", "NHWC"]
+#: how an image reaches the model's height and width: scale the short side to ``resize_short``
+#: and centre-crop (ImageNet evaluation), or stretch it to exactly that size (CIFAR-style
+#: training scripts, most fine-tuned detectors' classifiers)
+RESIZE_RULES = ("short-side", "stretch")
+CHANNEL_ORDERS = ("RGB", "BGR")
+INPUT_DTYPES = ("float32", "uint8")
+#: ITU-R 601-2 luma, the weights Pillow's convert("L") uses: a 1-channel model's input
+LUMA = (0.299, 0.587, 0.114)
 log = logging.getLogger(__name__)
 
 # torchvision / MLPerf ResNet-50 PyTorch constants, in 0-255 pixel units.
@@ -50,40 +58,84 @@ IMAGENET_STD = (58.395, 57.12, 57.375)
 class PreprocessRecipe:
     """How a model wants its images: geometry (cached) plus normalisation (applied at load).
 
-    ``mean``/``std`` are RGB in 0-255 pixel units: ``out = (pixel - mean) / std``.
+    ``mean``/``std`` are in 0-255 pixel units, one per model channel in the model's channel
+    order (one value for a 1-channel model): ``out = (pixel - mean) / std``. A ``uint8``
+    model takes the pixels as they are (mean 0, std 1). The fields after ``layout`` default to
+    the ImageNet convention, and only a recipe that changes them has them in its keys, so
+    every existing cache keeps its key.
     """
 
     resize_short: int = 256
-    crop: int = 224
-    mean: tuple[float, float, float] = IMAGENET_MEAN
-    std: tuple[float, float, float] = IMAGENET_STD
+    crop: int = 224  # the model's input height (and width, unless crop_width is set)
+    mean: tuple[float, ...] = IMAGENET_MEAN
+    std: tuple[float, ...] = IMAGENET_STD
     layout: Layout = "NCHW"
+    crop_width: int = 0  # 0: square, ``crop`` wide
+    resize_rule: str = "short-side"
+    channels: int = 3
+    channel_order: str = "RGB"
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.layout not in ("NCHW", "NHWC"):
             raise ValueError(f"layout must be 'NCHW' or 'NHWC', not {self.layout!r}")
-        if not 0 < self.crop <= self.resize_short:
+        if self.resize_rule not in RESIZE_RULES:
+            raise ValueError(f"resize rule must be one of {RESIZE_RULES}, not {self.resize_rule!r}")
+        if self.channels not in (1, 3) or self.channel_order not in CHANNEL_ORDERS:
+            raise ValueError("channels must be 1 or 3 and channel order RGB or BGR")
+        if self.dtype not in INPUT_DTYPES:
+            raise ValueError(f"input dtype must be one of {INPUT_DTYPES}, not {self.dtype!r}")
+        if self.crop < 1 or self.crop_width < 0:
+            raise ValueError(f"crop {self.crop}x{self.crop_width} must be positive")
+        if self.resize_rule == "short-side" and not min(self.height, self.width) <= \
+                self.resize_short:
             raise ValueError(f"crop {self.crop} must be in 1..resize_short ({self.resize_short})")
-        if len(self.mean) != 3 or len(self.std) != 3 or any(s == 0 for s in self.std):
-            raise ValueError("mean and std must be 3 RGB values, std non-zero")
+        if len(self.mean) not in (1, self.channels) or len(self.std) != len(self.mean) or \
+                any(s == 0 for s in self.std):
+            raise ValueError(f"mean and std must be {self.channels} values (one per channel) "
+                             "or one, std non-zero")
         # Normalise to plain float tuples so equal recipes hash equally (lists, ints, numpy).
         object.__setattr__(self, "mean", tuple(float(m) for m in self.mean))
         object.__setattr__(self, "std", tuple(float(s) for s in self.std))
 
+    @property
+    def height(self) -> int:
+        return self.crop
+
+    @property
+    def width(self) -> int:
+        return self.crop_width or self.crop
+
+    def _changed(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The named fields that differ from their defaults (ImageNet recipes: none)."""
+        defaults = PreprocessRecipe.__dataclass_fields__
+        return {n: getattr(self, n) for n in names if getattr(self, n) != defaults[n].default}
+
     def geometry_key(self) -> str:
-        """Key of what the uint8 cache depends on; mean/std/layout excluded on purpose."""
+        """Key of what the uint8 cache depends on; normalisation and layout excluded on
+        purpose."""
         return hash_json(
             {
                 "resize_short": self.resize_short,
                 "crop": self.crop,
                 "resampling": RESAMPLING,
                 "version": GEOMETRY_VERSION,
+                **self._changed(("crop_width", "resize_rule")),
             }
         )
 
     def key(self) -> str:
         """Key of the full recipe (what the float32 tensors depend on)."""
-        return hash_json({"geometry": self.geometry_key(), **asdict(self)})
+        base = {n: getattr(self, n) for n in ("resize_short", "crop", "mean", "std", "layout")}
+        return hash_json({"geometry": self.geometry_key(), **base,
+                          **self._changed(("crop_width", "resize_rule", "channels",
+                                           "channel_order", "dtype"))})
+
+    def input_shape(self, batch: int | None = None) -> tuple[int, ...]:
+        """One sample's shape (or a batch's) as the model takes it."""
+        one = ((self.channels, self.height, self.width) if self.layout == "NCHW"
+               else (self.height, self.width, self.channels))
+        return one if batch is None else (batch, *one)
 
 
 def resized_size(width: int, height: int, resize_short: int) -> tuple[int, int]:
@@ -93,11 +145,25 @@ def resized_size(width: int, height: int, resize_short: int) -> tuple[int, int]:
     return int(resize_short * width / height), resize_short
 
 
-def crop_box(width: int, height: int, crop: int) -> tuple[int, int, int, int]:
-    """Centre-crop box, rounded like torchvision's ``CenterCrop``."""
-    left = int(round((width - crop) / 2.0))
+def crop_box(width: int, height: int, crop: int,
+             crop_width: int = 0) -> tuple[int, int, int, int]:
+    """Centre-crop box (``crop`` high, ``crop_width`` or ``crop`` wide), rounded like
+    torchvision's ``CenterCrop``."""
+    wide = crop_width or crop
+    left = int(round((width - wide) / 2.0))
     top = int(round((height - crop) / 2.0))
-    return left, top, left + crop, top + crop
+    return left, top, left + wide, top + crop
+
+
+def covering_size(width: int, height: int, recipe: PreprocessRecipe) -> tuple[int, int]:
+    """(w, h) the image is resized to: exactly the input size (stretch), or its short side at
+    ``resize_short`` (torchvision), grown where a non-square crop would not fit inside."""
+    if recipe.resize_rule == "stretch":
+        return recipe.width, recipe.height
+    w, h = resized_size(width, height, recipe.resize_short)
+    grow = max(1.0, recipe.width / w, recipe.height / h)
+    return (w, h) if grow == 1.0 else (max(recipe.width, round(w * grow)),
+                                      max(recipe.height, round(h * grow)))
 
 
 # 16-bit grayscale as Pillow opens it (PNG, TIFF, PGM); its convert("RGB") would clip to 255.
@@ -151,21 +217,23 @@ def upright(img: Image.Image) -> Image.Image:
 
 
 def decode_and_crop(path: str | os.PathLike, recipe: PreprocessRecipe) -> np.ndarray:
-    """Decode an image to upright RGB, resize its short side, centre crop: uint8
-    (crop, crop, 3)."""
+    """Decode an image to upright RGB, resize it by the recipe's rule, centre crop: uint8
+    (height, width, 3). (A 1-channel model's luma is taken at load, from this RGB.)"""
     with open_image(path) as img:
         img = to_rgb(upright(img))
-        size = resized_size(img.width, img.height, recipe.resize_short)
+        size = covering_size(img.width, img.height, recipe)
         img = img.resize(size, _PIL_RESAMPLING)
-        img = img.crop(crop_box(size[0], size[1], recipe.crop))
+        img = img.crop(crop_box(size[0], size[1], recipe.height, recipe.width))
         out = np.asarray(img, dtype=np.uint8)
-    if out.shape != (recipe.crop, recipe.crop, 3):  # pragma: no cover - PIL contract
+    if out.shape != (recipe.height, recipe.width, 3):  # pragma: no cover - PIL contract
         raise ValueError(f"{path}: unexpected crop shape {out.shape}")
     return out
 
 
 def normalise(images: np.ndarray, recipe: PreprocessRecipe) -> np.ndarray:
-    """uint8 HWC image or NHWC batch -> float32 ``(x - mean) / std`` in the recipe's layout.
+    """uint8 HWC RGB image or NHWC batch -> the model's input in the recipe's layout: float32
+    ``(x - mean) / std`` (or the uint8 pixels of a uint8 model), in its channel order, or
+    the luma of a 1-channel model.
 
     One vectorised pass per channel that writes straight into the output layout, so NCHW needs
     no separate transpose copy and no float64 temporaries.
@@ -176,22 +244,36 @@ def normalise(images: np.ndarray, recipe: PreprocessRecipe) -> np.ndarray:
         arr = arr[None]
     if arr.ndim != 4 or arr.shape[-1] != 3:
         raise ValueError(f"expected (H, W, 3) or (N, H, W, 3) images, got shape {arr.shape}")
-    n, h, w, _ = arr.shape
-    scale = [1.0 / s for s in recipe.std]
-    if recipe.layout == "NCHW":
-        out = np.empty((n, 3, h, w), dtype=np.float32)
-        for c in range(3):
+    if recipe.channel_order == "BGR":
+        arr = arr[..., ::-1]
+    if recipe.channels == 1:
+        luma = np.tensordot(arr, np.asarray(LUMA, np.float32), axes=([3], [0]))
+        arr = (np.rint(luma).astype(np.uint8) if recipe.dtype == "uint8" else luma)[..., None]
+    n, h, w, channels = arr.shape
+    nchw = recipe.layout == "NCHW"
+    out_shape = (n, channels, h, w) if nchw else (n, h, w, channels)
+    if recipe.dtype == "uint8":
+        out = np.ascontiguousarray(arr.transpose(0, 3, 1, 2) if nchw else arr, dtype=np.uint8)
+        return out[0] if single else out
+    mean = recipe.mean * channels if len(recipe.mean) == 1 else recipe.mean
+    std = recipe.std * channels if len(recipe.std) == 1 else recipe.std
+    out = np.empty(out_shape, dtype=np.float32)
+    if nchw:
+        for c in range(channels):
             dst = out[:, c]
-            np.subtract(arr[..., c], np.float32(recipe.mean[c]), out=dst, dtype=np.float32)
-            dst *= np.float32(scale[c])
+            np.subtract(arr[..., c], np.float32(mean[c]), out=dst, dtype=np.float32)
+            dst *= np.float32(1.0 / std[c])
     else:
-        out = np.empty((n, h, w, 3), dtype=np.float32)
-        np.subtract(arr, np.asarray(recipe.mean, np.float32), out=out, dtype=np.float32)
-        out *= np.asarray(scale, np.float32)
+        np.subtract(arr, np.asarray(mean, np.float32), out=out, dtype=np.float32)
+        out *= np.asarray([1.0 / s for s in std], np.float32)
     return out[0] if single else out
 
 
 def recipe_for(spec: Any, layout: str) -> PreprocessRecipe:
-    """A model's preprocessing (its ``ModelSpec``: resize, crop, mean/std) in ``layout``."""
+    """A model's preprocessing (its ``ModelSpec``: geometry, normalisation, channels, input
+    type) in ``layout``."""
     return PreprocessRecipe(resize_short=spec.resize_short, crop=spec.input_size,
-                            mean=tuple(spec.mean), std=tuple(spec.std), layout=layout)
+                            mean=tuple(spec.mean), std=tuple(spec.std), layout=layout,
+                            crop_width=spec.input_width if spec.input_width != spec.input_size
+                            else 0, resize_rule=spec.resize_rule, channels=spec.channels,
+                            channel_order=spec.channel_order, dtype=spec.input_dtype)

@@ -140,13 +140,32 @@ def compute_accuracy(log_path: str | Path, labels: np.ndarray | list[int],
 
 def read_val_map_labels(path: str | Path) -> list[int]:
     """Labels in line order of a ``<relative path> <label>`` file (the official script's input)."""
-    from quantmark.qsl.imagenet import parse_val_map
-
     file = Path(path)
     if not file.is_file():
         raise UserError(f"val_map {file} does not exist; pass the val_map.txt the run used")
-    items, _ = parse_val_map(file.read_bytes(), file)
-    return [label for _, label in items]
+    return [label for _, label in read_val_map(file)]
+
+
+def read_classes(folder: str | Path) -> list[str] | None:
+    """The class names a run scored against (``classes.txt`` beside its val_map.txt, written
+    when the dataset named its classes), in label order; None when it has none."""
+    from quantmark.qsl.label_space import CLASSES_FILE, read_class_names
+
+    file = Path(folder) / CLASSES_FILE
+    return read_class_names(file) if file.is_file() else None
+
+
+def read_val_map(file: Path) -> list[tuple[str, int]]:
+    """A run's val_map items. Its labels are any integer >= 0, each named when classes.txt lies
+    beside it (a class-folder dataset of 10 classes is labelled 0..9); a bare val_map keeps
+    ImageNet's refusal of 1-based labels (top label 1000)."""
+    from quantmark.qsl.imagenet import parse_val_map
+    from quantmark.qsl.label_space import CLASSES_FILE
+
+    classes = read_classes(file.parent)
+    items, _ = parse_val_map(file.read_bytes(), file, None if classes is None else len(classes),
+                             file.parent / CLASSES_FILE)
+    return items
 
 
 @dataclass(frozen=True)
@@ -170,14 +189,13 @@ def run_samples(folder: str | Path, log: str | Path | None = None) -> RunSamples
     """The samples of an accuracy run folder (``log``: its accuracy log, if named otherwise);
     None when it lacks its log or val_map."""
     from quantmark.qsl.groups import read_groups
-    from quantmark.qsl.imagenet import parse_val_map
     from quantmark.report.current_set import read_results
 
     folder = Path(folder)
     log, val_map = Path(log or folder / ACCURACY_LOG), folder / "val_map.txt"
     if not log.is_file() or not val_map.is_file():
         return None
-    items, _ = parse_val_map(val_map.read_bytes(), val_map)
+    items = read_val_map(val_map)
     results = read_results(folder)  # a member's logs in an ensemble run have none
     fingerprint = results.dataset.get("fingerprint") if results else None
     return RunSamples([rel for rel, _ in items], [label for _, label in items],
@@ -277,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
 
         atomic_write_text(args.output, text)
     print(text, end="")
+    classes = read_classes(Path(args.imagenet_val_file).parent)
+    if classes is not None:
+        print(f"note: labels are the {len(classes)} classes of classes.txt "
+              f"({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''})",
+              file=sys.stderr)
     if result.duplicates:
         print(f"note: {result.duplicates} duplicate responses ignored (first one counted)",
               file=sys.stderr)

@@ -19,14 +19,16 @@ from typing import Any
 
 from quantmark.ground.config import sut_label
 from quantmark.ground.fingerprint import system_name
-from quantmark.ground.hashing import hash_json
 from quantmark.ground.records import RunRecord, SweepManifest, UnreadableRecord, load_manifest
 from quantmark.report import intervals
+from quantmark.report.best_points import batch_scan, pareto_front  # noqa: F401 (read from here)
 from quantmark.report.current_set import current_set, read_results
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
 from quantmark.report.measured import measured
+from quantmark.report.setup_identity import fingerprint_id, throttling
 from quantmark.report.stats import family_confidence
 from quantmark.report.training import load as load_training
+from quantmark.report.workloads import Workload, entry_label, labeller, workload
 from quantmark.sut.info import SutInfo
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class Config:
     batch_size: int
     runs: list[Run]
     derived: dict[str, Any] = field(default_factory=dict)
+    workload: Workload | None = None  # the model's size and dataset (``report.workloads``)
 
     @property
     def family(self) -> str:
@@ -194,64 +197,98 @@ def _manifest(root: Path) -> SweepManifest | None:
         return None
 
 
+@dataclass
+class _Found:
+    """A finished quantmark run found under a folder, before the report labels it."""
+
+    folder: Path
+    relative: Path
+    results: RunRecord
+    summary: RunSummary
+    tracked: dict[str, Any]
+    system: str
+    has_manifest: bool
+
+
+def _scan(root: Path, machines: dict[str, dict[str, Any]]
+          ) -> tuple[list[_Found], list[Explained]]:
+    """Every quantmark run under ``root`` (not a compliance test, not one in progress) and
+    the cells of its sweep that have no result, with why; the machines they ran on."""
+    manifest = _manifest(root)
+    cells = manifest.cells if manifest else {}
+    tracked = {entry["run_dir"]: entry for entry in cells.values() if entry.get("run_dir")}
+    found: list[_Found] = []
+    for detail in sorted(root.rglob("mlperf_log_detail.txt")):
+        folder = detail.parent
+        relative = folder.relative_to(root)
+        if any(part.startswith(".") for part in relative.parts):
+            continue  # a run in progress
+        results = read_results(folder)
+        if not results or not results.config or results.config.get("audit"):
+            continue  # not quantmark's, or a compliance test
+        try:
+            summary = summarize_file(detail)
+        except LogError:
+            continue
+        system = system_name(results.machine)
+        machine = {k: v for k, v in results.machine.items() if k != "thermal"}
+        machines.setdefault(system, {**machine, "software": results.software})
+        found.append(_Found(folder, relative, results, summary, tracked.get(str(relative), {}),
+                            system, bool(manifest)))
+    host = found[0].system if found else ""
+    return found, [Explained(
+        entry.get("node") or host or "this machine", entry_label(entry),
+        sut_label(entry["sut"], entry.get("sut_options")), entry["scenario"],
+        entry["batch_size"], entry["mode"], entry["status"], entry.get("message", ""))
+        for entry in cells.values() if entry.get("status") != "ok"]
+
+
+def _keep(f: _Found, model: str, runs: list[Run],
+          accuracy: dict[tuple[str, str, str], dict[str, Any]], explained: list[Explained]
+          ) -> None:
+    """File a found run under its model's label: a performance run, an accuracy run (its
+    record, for the top-1 figures), or a failed run of a plain folder (why it has none)."""
+    config, results = f.results.config, f.results
+    sut = sut_label(config["sut"], config.get("sut_options"))  # a variant: own rows
+    if f.folder.name.endswith(".failed"):
+        if not f.has_manifest:  # else the sweep's entry for the cell says why
+            explained.append(Explained(f.system, model, sut, f.summary.scenario,
+                                       config["batch_size"], config["mode"], "failed",
+                                       f"logs in {f.relative}"))
+    elif config["mode"] == "accuracy":
+        accuracy[(f.system, model, sut)] = {
+            **(results.accuracy or {}), "folder": f.folder,
+            "weights": results.model.get("weights", ""),
+            "dataset_builtin": results.dataset.get("builtin") is True}
+    else:
+        runs.append(Run(f.folder, f.summary, results, f.tracked))
+
+
 def load(folders: list[str | Path]) -> Study:
-    """Read every run under ``folders`` (quantmark results or sweep folders)."""
+    """Read every run under ``folders`` (quantmark results or sweep folders). A run's model
+    is labelled with its input size and dataset where they set it apart (``workloads``)."""
     runs: list[Run] = []
     explained: list[Explained] = []
     accuracy: dict[tuple[str, str, str], dict[str, Any]] = {}
     machines: dict[str, dict[str, Any]] = {}
     roots = [Path(f) for f in folders]
-    for root in roots:
-        manifest = _manifest(root)
-        cells = manifest.cells if manifest else {}
-        tracked = {entry["run_dir"]: entry for entry in cells.values()
-                   if entry.get("run_dir")}
-        host = ""
-        for detail in sorted(root.rglob("mlperf_log_detail.txt")):
-            folder = detail.parent
-            relative = folder.relative_to(root)
-            if any(part.startswith(".") for part in relative.parts):
-                continue  # a run in progress
-            results = read_results(folder)
-            config = results.config if results else None
-            if not results or not config or config.get("audit"):
-                continue  # not quantmark's, or a compliance test
-            label = sut_label(config["sut"], config.get("sut_options"))  # a variant: own rows
-            try:
-                summary = summarize_file(detail)
-            except LogError:
-                continue
-            system = system_name(results.machine)
-            host = host or system
-            machine = {k: v for k, v in results.machine.items() if k != "thermal"}
-            machines.setdefault(system, {**machine, "software": results.software})
-            if folder.name.endswith(".failed"):
-                if manifest:
-                    continue  # the sweep's entry for the cell says why
-                explained.append(Explained(system, config["model"], label,
-                                           summary.scenario, config["batch_size"],
-                                           config["mode"], "failed", f"logs in {relative}"))
-            elif config["mode"] == "accuracy":
-                accuracy[(system, config["model"], label)] = {
-                    **(results.accuracy or {}), "folder": folder,
-                    "weights": results.model.get("weights", ""),
-                    "dataset_builtin": results.dataset.get("builtin") is True}
-            else:
-                runs.append(Run(folder, summary, results, tracked.get(str(relative), {})))
-        for entry in cells.values():
-            if entry.get("status") != "ok":
-                explained.append(Explained(
-                    entry.get("node") or host or "this machine", entry["model"],
-                    sut_label(entry["sut"], entry.get("sut_options")), entry["scenario"],
-                    entry["batch_size"], entry["mode"], entry["status"], entry.get("message", "")))
+    scanned = [_scan(root, machines) for root in roots]
+    label = labeller([f.results for found, _ in scanned for f in found])
+    models: dict[Path, str] = {}
+    for found, cells in scanned:
+        for f in found:
+            models[f.folder] = label(f.results)
+            _keep(f, models[f.folder], runs, accuracy, explained)
+        explained.extend(cells)  # after a folder's runs, its sweep's cells without a result
     grouped: dict[tuple, list[Run]] = {}
     for run in _newest_sets(runs):
         config = run.results.config
-        key = (system_name(run.results.machine), config["model"],
+        key = (system_name(run.results.machine), models[run.folder],
                sut_label(config["sut"], config.get("sut_options")), run.summary.scenario,
                int(config["batch_size"]))
         grouped.setdefault(key, []).append(run)
-    configs = [Config(*key, runs=group) for key, group in grouped.items()]
+    configs = [Config(*key, runs=group, workload=workload(group[0].results))
+               for key, group in grouped.items()]
     training = load_training(roots)
     for record in training:  # the machine of a train-bench-only folder; its framework too
         entry = machines.setdefault(system_name(record.machine), {**record.machine, "software": {}})
@@ -268,42 +305,6 @@ def _newest_sets(runs: list[Run]) -> list[Run]:
     for run in runs:
         by_folder.setdefault(run.folder.parent, {})[run.folder] = run
     return [group[path] for group in by_folder.values() for path in current_set(list(group))]
-
-
-def _gpu_identity(gpu: dict[str, Any]) -> list[Any]:
-    """What of the GPU fingerprint decides a number: models and compute capability, driver,
-    CUDA (not the memory size in MiB, which the model name already tells)."""
-    return [[d.get("name"), d.get("compute_capability")] for d in gpu.get("devices", [])] + [
-        gpu.get("driver"), gpu.get("cuda_driver_api"), gpu.get("cuda_runtime_torch")]
-
-
-def fingerprint_id(results: RunRecord) -> str:
-    """A short hash of what decides a number besides the SUT: software, machine (and its GPU),
-    artifact, dataset, calibration and the run's settings. Equal ids: the same setup. A machine
-    without a GPU hashes as before, so earlier results keep their ids."""
-    machine, settings = results.machine, results.settings
-    return hash_json({
-        "software": results.software,
-        "cpu": [machine.get("cpu_model"), machine.get("cpu_flags"), machine.get("usable_cpus")],
-        **({"gpu": _gpu_identity(machine["gpu"])} if machine.get("gpu") else {}),
-        "artifact": [results.model.get("key"), results.model.get("source_hash")],
-        "dataset": results.dataset.get("fingerprint"),
-        "calibration": (results.calibration or {}).get("hash"),
-        "settings": [settings.get("mode"), settings.get("workers"),
-                     results.config.get("threads")],
-    }, length=12)
-
-
-def throttling(runs: list[Run]) -> tuple[str, list[str]]:
-    """"yes" (and why) if any run throttled, "no" if every run was seen not to, "" when that
-    is unknown (folders from before the runner took thermal snapshots, no sensor)."""
-    verdicts = [r.results.machine.get("thermal") or {} for r in runs]
-    hot = [v for v in verdicts if v.get("throttled") is True]
-    if hot:
-        return "yes", list(dict.fromkeys(why for v in hot for why in v.get("why") or []))
-    if verdicts and all(v.get("throttled") is False for v in verdicts):
-        return "no", []
-    return "", []
 
 
 def _references(study: Study, config: Config, by_key: dict[tuple, Config]
@@ -384,36 +385,3 @@ def _costs(config: Config) -> dict[str, Any]:
                                                   for e in energy) else None),
         "power_w": statistics.fmean(e["watts"] for e in energy) if energy else None,
     }
-
-
-def batch_scan(study: Study) -> list[dict[str, Any]]:
-    """Per (system, model, SUT): the Offline batch size with the best throughput, and the
-    SingleStream latency at batch 1."""
-    rows = []
-    for system, model, sut in study.keys("system", "model", "sut"):
-        mine = [c for c in study.configs if (c.system, c.model, c.sut) == (system, model, sut)]
-        offline = [c for c in mine if c.scenario == "Offline" and c.derived["samples_per_s"]]
-        single = next((c for c in mine if c.scenario == "SingleStream" and c.batch_size == 1),
-                      None)
-        best = max(offline, key=lambda c: c.derived["samples_per_s"]) if offline else None
-        rows.append({
-            "system": system, "model": model, "sut": sut,
-            "batch_sizes": sorted(c.batch_size for c in offline),
-            "best_batch": best.batch_size if best else None,
-            "best_samples_per_s": best.derived["samples_per_s"] if best else None,
-            "single_stream_ms": (single.metric / 1e6 if single and single.metric else None),
-        })
-    return rows
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats: lower latency (x) and higher accuracy (y)
-    at once. Sorted by latency."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front: list[int] = []
-    best_accuracy = float("-inf")
-    for i in order:
-        if points[i][1] > best_accuracy:
-            front.append(i)
-            best_accuracy = points[i][1]
-    return front

@@ -79,11 +79,34 @@ def run_text(results: dict[str, Any], invalid_why: str) -> str:
     return text
 
 
+def workload_text(results: dict[str, Any]) -> str | None:
+    """What model and data a run measured, where it is not a built-in model at its own size on
+    the built-in photos: its input, classes, weights, preprocessing and dataset."""
+    from quantmark.models.zoo import MODELS
+
+    model, dataset = results.get("model") or {}, results.get("dataset") or {}
+    shape = model.get("input")
+    known = MODELS.get(model.get("name", ""))
+    if not shape or (known is not None and known.builtin_dataset == "photos"
+                     and not model.get("weights_note") and dataset.get("builtin")
+                     and (shape["height"], shape["width"], model.get("num_classes")) ==
+                     (known.input_size, known.input_width, known.num_classes)):
+        return None
+    data = dataset.get("description") or dataset.get("path", "")
+    note = f"; {model['weights_note']}" if model.get("weights_note") else ""
+    return (f"model {model.get('name')}: {shape['channels']}x{shape['height']}x{shape['width']} "
+            f"{shape['dtype']} input, {model.get('num_classes')} classes{note}; preprocessing: "
+            f"{model.get('preprocessing')}; dataset: {data}")
+
+
 def print_run(console: Console, results: dict[str, Any], run_dir: str, invalid_why: str,
               disturbed: str | None) -> None:
     """A finished run: its summary line and folder, then what makes its figures not the SUT's
     quiet, steady speed (other processes, a throttled board)."""
     console.print(f"{escape(run_text(results, invalid_why))}  ->  {run_dir}")
+    workload = workload_text(results)
+    if workload:
+        console.print(escape(workload), soft_wrap=True)
     if disturbed:
         console.print(f"[bold red]{escape(disturbed)}[/]: this run's figures are not the "
                       "SUT's quiet speed; rerun on a quiet machine or read the median of "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import quantmark.report.workload_tables as workload_tables  # by input size, by dataset
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
 from quantmark.report import diagnosis_section, ensemble_tables, ensembles, stopping, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
@@ -112,8 +113,7 @@ CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "b
               "disturbed_why"]
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "queries",
-               "min_latency_ns",
-               "mean_latency_ns", "max_latency_ns",
+               "min_latency_ns", "mean_latency_ns", "max_latency_ns",
                *[f"{_label(p)}_latency_ns" for p in PERCENTILES], "path"]
 
 
@@ -325,6 +325,7 @@ def to_markdown(study: Study, figures: list[Figure],
     lines += ensemble_tables.markdown(section or ensembles.build(study))
     if inference:
         lines += ["", "## Batch-size scan", ""] + markdown_table(SCAN_HEADER, _scan_rows(study))
+        lines += workload_tables.markdown(study)
     if study.training:
         lines += [""] + training.markdown(training.rows(study.training))
     for record in diagnoses or []:
@@ -370,7 +371,8 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
                                 (headers.index("throttled"), headers.index("disturbed"))))
     parts.append(ensemble_tables.to_html(section or ensembles.build(study)))
     if inference:
-        parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study))]
+        parts += ["<h2>Batch-size scan</h2>", html_table(SCAN_HEADER, _scan_rows(study)),
+                  workload_tables.to_html(study)]
     if study.training:
         parts.append(training.to_html(training.rows(study.training)))
     parts += [diagnosis_section.to_html(record) for record in diagnoses or []]
@@ -396,7 +398,8 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
     diagnoses = diagnosis_section.load(folders)
     require_reportable(study, diagnoses, folders)  # refused: nothing written
-    figures = all_figures(study) + ensemble_figures(section) + diagnosis_section.figures(diagnoses)
+    figures = all_figures(study) + workload_tables.figures(study) + ensemble_figures(section) + \
+        diagnosis_section.figures(diagnoses)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename
@@ -408,7 +411,7 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
              ("report.md", to_markdown(study, figures, section, diagnoses)),
              ("report.html", to_html(study, figures, section, diagnoses)),
-             *ensemble_tables.csv_texts(section)]
+             *ensemble_tables.csv_texts(section), *workload_tables.csv_texts(study)]
     if study.training:
         texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))
     for name, text in texts:

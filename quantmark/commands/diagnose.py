@@ -15,6 +15,7 @@ from rich.markup import escape
 from quantmark.commands import options
 from quantmark.diagnosis import output as diagnosis_output
 from quantmark.ground.errors import SutError, UserError
+from quantmark.models.workload import file_model_name
 from quantmark.models.zoo import DEFAULT_MODEL
 from quantmark.report import console_tables as tables
 from quantmark.report import diagnosis_section
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.model_and_dataset(parser, model_path_help="your FP32 model (.pt/.onnx ...) to "
                                                       "diagnose",
                               dataset_help="ImageNet-format folder (default: built-in)")
+    options.model_shape(parser)
 
 
 def parse_damage(items: list[str]) -> tuple[tuple[str, float], ...]:
@@ -78,12 +80,14 @@ def main(args: argparse.Namespace) -> int:
     from quantmark.diagnosis import steps  # scipy: see the module's docstring
 
     config = steps.DiagnoseConfig(
-        model=args.model or DEFAULT_MODEL, sut=args.sut, against=args.against,
+        model=args.model or file_model_name(args.model_path) or DEFAULT_MODEL, sut=args.sut,
+        against=args.against,
         samples=args.samples, worst=args.worst, recover=args.recover,
         damage=parse_damage(args.damage or []), eval_samples=args.eval_samples,
         rounds=args.rounds, round_seconds=args.round_seconds, batch_size=args.batch_size,
         threads=args.threads, output=args.output, dataset_path=args.dataset_path,
-        model_path=args.model_path, calibration_list=args.calibration_list)
+        model_path=args.model_path, calibration_list=args.calibration_list,
+        **options.shape_fields(args))
     if config.rounds < 2 and config.recover:
         raise UserError("--rounds must be at least 2: an interval needs repeats")
     validate_inputs(config.dataset_path, config.calibration_list, None)

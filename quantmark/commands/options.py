@@ -12,7 +12,8 @@ from quantmark.ground.errors import UserError
 
 OUTPUT_HELP = "results folder (default results)"
 MODEL_PATH_HELP = "your model file (ONNX for the ort SUTs)"
-DATASET_HELP = "ImageNet-format folder with val_map.txt"
+DATASET_HELP = ("folder with val_map.txt, or one sub-folder of images per class "
+                "(DIR/<class>/<image>)")
 CALIBRATION_HELP = "INT8 calibration images, one path a line"
 SUT_OPTION_HELP = "a SUT's own knob, e.g. tflite_invoke=per-sample (repeatable)"
 
@@ -36,6 +37,46 @@ def model_and_dataset(parser: argparse.ArgumentParser, *, with_model: bool = Tru
     group.add_argument("--dataset-path", help=dataset_help)
     group.add_argument("--calibration-list", help=CALIBRATION_HELP)
     return group
+
+
+def model_shape(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The model's own input size, classes, preprocessing and class names, where they are not
+    the built-in model's (quantmark.models.workload, quantmark.models.preprocessing)."""
+    group = parser.add_argument_group("your model's shape and preprocessing")
+    group.add_argument("--input-size", metavar="S|HxW",
+                       help="input size: a built-in model at another resolution, or the size "
+                            "of a model file whose input is dynamic (e.g. 384 or 224x320)")
+    group.add_argument("--num-classes", type=int, default=0,
+                       help="classes the model scores (a state_dict with another head)")
+    group.add_argument("--preprocess", metavar="PRESET|FILE",
+                       help="a preset (imagenet, inception, caffe, cifar10, unit, raw or a "
+                            "built-in model's name) or a .json/.toml recipe file")
+    group.add_argument("--resize", choices=("short-side", "stretch"),
+                       help="short-side: resize the short side, centre crop; stretch: resize "
+                            "to the input size")
+    group.add_argument("--resize-short", type=int, help="short side before the crop")
+    group.add_argument("--mean", help="per-channel mean, in pixel units (or 0-1 with --scale "
+                                      "255), e.g. 0.485,0.456,0.406")
+    group.add_argument("--std", help="per-channel std, same units as --mean")
+    group.add_argument("--scale", type=float, help="255: --mean/--std are in 0-1 units")
+    group.add_argument("--channel-order", help="RGB (default) or BGR")
+    group.add_argument("--labels", help="class names in the model's output order, one a line: "
+                                        "maps the dataset's class folders to its indices")
+    return group
+
+
+def shape_fields(args: argparse.Namespace) -> dict:
+    """The RunConfig fields ``model_shape``'s flags set, checked (one line each)."""
+    from quantmark.models.preprocessing import recipe_data
+    from quantmark.models.workload import parse_input_size
+
+    parse_input_size(args.input_size or "")
+    if args.num_classes < 0 or args.num_classes == 1:
+        raise UserError(f"--num-classes {args.num_classes}: give 2 or more (0: the model's own)")
+    flags = {"resize": args.resize, "resize_short": args.resize_short, "mean": args.mean,
+             "std": args.std, "scale": args.scale, "channel_order": args.channel_order}
+    return {"input_size": args.input_size or "", "num_classes": args.num_classes,
+            "preprocess": recipe_data(args.preprocess, flags), "labels": args.labels}
 
 
 def output(parser: argparse.ArgumentParser, default: str | None = "results",

@@ -21,6 +21,7 @@ from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import SutError, UserError
 from quantmark.ground.layout import scenario_dir, system_id
 from quantmark.models.exported import exported_model
+from quantmark.models.workload import file_model_name
 from quantmark.models.zoo import DEFAULT_MODEL
 from quantmark.report import console_tables as tables
 from quantmark.run.checks import check_output_writable, validate
@@ -41,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sut", help="system under test, e.g. ort-int8 (see --list-suts)")
     parser.add_argument("--mode", default="performance", help="performance or accuracy")
     options.model_and_dataset(parser)
+    options.model_shape(parser)
     options.run_settings(parser)
     options.output(parser)
     options.threads(parser)
@@ -114,12 +116,13 @@ def config_from_args(args: argparse.Namespace, ensemble: bool = False) -> RunCon
         batch = 8 if args.scenario in ("Offline", "MultiStream") else 1
     return RunConfig(
         scenario=args.scenario, sut=args.sut,
-        model=args.model or exported_model(args.model_path) or DEFAULT_MODEL,
+        model=(args.model or exported_model(args.model_path)
+               or file_model_name(args.model_path) or DEFAULT_MODEL),
         mode=args.mode, quick=not args.official, model_path=args.model_path,
         dataset_path=args.dataset_path, calibration_list=args.calibration_list,
         user_conf=args.user_conf, output=args.output, batch_size=batch,
         threads=args.threads, workers=args.workers, audit=args.audit or "",
-        sut_options=options.key_values(args.sut_option),
+        sut_options=options.key_values(args.sut_option), **options.shape_fields(args),
     )
 
 

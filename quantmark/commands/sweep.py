@@ -1,5 +1,6 @@
 """``run.py sweep [FILE] --models ... --suts ...``: every model x SUT x scenario x batch size x
-repeat, each cell in its own process, resumable; then its report."""
+repeat (and input size x dataset, where given), each cell in its own process, resumable; then
+its report."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", help="comma-separated (default Offline,SingleStream)")
     parser.add_argument("--batch-sizes", help="comma-separated, e.g. 1,8,32 (default 8; "
                                               "SingleStream always runs batch 1)")
+    parser.add_argument("--image-sizes", metavar="S,HxW,...",
+                        help="input sizes to run each model at, e.g. 64,128,224 or 224x320 "
+                             "(default: each model's own)")
+    parser.add_argument("--datasets", metavar="DIR1,DIR2",
+                        help="dataset folders, each a dimension of the sweep like the batch "
+                             "sizes (one dataset: --dataset-path)")
     parser.add_argument("--repeats", type=int, help="runs of each cell (default 1)")
     options.output(parser, default=None, help="sweep folder (default sweep)")
     parser.add_argument("--seconds", type=float, help="quick runs' minimum duration (default 10)")
@@ -43,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, help="seconds per cell (default 1800)")
     options.threads(parser, default=None)
     options.model_and_dataset(parser, with_model=False)
+    options.model_shape(parser)
+    parser.set_defaults(num_classes=None)  # not given: the sweep file's, else the model's own
     options.run_settings(parser, with_batch_size=False, from_file=True,
                          sut_option_help="a SUT's own knob for every cell of the SUTs that "
                                          "read it; KEY=V1,V2 runs each value as a variant, e.g. "

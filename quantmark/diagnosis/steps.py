@@ -20,8 +20,7 @@ import numpy as np
 
 from quantmark.diagnosis import layer_errors, recovery
 from quantmark.ground.errors import SutError, UserError
-from quantmark.models.zoo import get_model
-from quantmark.qsl import open_dataset
+from quantmark.models.workload import open_run_dataset, resolve_spec
 from quantmark.qsl.cache import cached_images
 from quantmark.qsl.calibration_sets import CalibrationProvider
 from quantmark.qsl.groups import read_groups
@@ -54,6 +53,11 @@ class DiagnoseConfig:
     dataset_path: str | None = None
     model_path: str | None = None
     calibration_list: str | None = None
+    # the model's own shape and preprocessing (as RunConfig's: quantmark.models.workload)
+    input_size: str = ""
+    num_classes: int = 0
+    preprocess: dict[str, Any] = field(default_factory=dict)
+    labels: str | None = None
 
 
 @dataclass
@@ -84,7 +88,7 @@ def diagnoser(info: Any) -> ModuleType:
 
 
 def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
-    dataset = open_dataset(config.dataset_path)
+    dataset = open_run_dataset(config, spec)
     images = cached_images(dataset, recipe_for(spec, "NHWC"))
     rows = np.asarray(dataset.cache_rows)
     named = read_groups(dataset.root)  # the source photo of each crop, where the data says
@@ -163,7 +167,7 @@ def _capture_facts(capture: Any) -> dict[str, Any]:
 
 def run(config: DiagnoseConfig) -> dict[str, Any]:
     """Diagnose, optionally recover, and return the results record (written by the caller)."""
-    spec = get_model(config.model)
+    spec = resolve_spec(config)
     reference = reference_name(config)
     data, calibration = open_data(config, spec)
     check(config, reference, len(data.labels))

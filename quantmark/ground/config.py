@@ -26,7 +26,16 @@ class RunConfig:
     audit: str = ""  # "" | "TEST01" | "TEST04": a compliance test (needs its audit.config)
     quick: bool = True
     model_path: str | None = None
+    # the model's own shape and preprocessing, where it is not the built-in model's
+    # (quantmark.models.workload): "384" or "HEIGHTxWIDTH"; classes out (0: the model's own);
+    # the preprocessing recipe as data (a preset, a recipe file's keys, the flags' values)
+    input_size: str = ""
+    num_classes: int = 0
+    preprocess: dict[str, Any] = field(default_factory=dict)
     dataset_path: str | None = None
+    # class names in the model's output order, one a line: maps a class-per-folder dataset's
+    # folder names (or a val_map's) to the model's indices
+    labels: str | None = None
     calibration_list: str | None = None
     user_conf: str | None = None
     output: str = "results"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from quantmark.ground.config import RunConfig
 from quantmark.ground.errors import UserError
@@ -48,21 +49,29 @@ def check_output_writable(output: str) -> None:
                         "pass --output to a folder you can write") from None
 
 
-def check_dataset(path: str | None) -> None:
+def check_dataset(path: str | None, labels: str | None = None) -> None:
+    """A dataset folder in either layout, and its labels file: a val_map.txt folder is read
+    later (50,000 lines); class folders are listed now, so an empty class or a folder name the
+    labels file lacks is one line before minutes of work."""
+    if labels is not None:
+        from quantmark.qsl.label_space import read_class_names
+
+        read_class_names(labels)
     if path is None:
         return
     folder = Path(path)
     problem = path_problem(folder, "folder")
     if problem is not None:
         raise UserError(f"dataset folder {path} {problem}; pass --dataset-path DIR "
-                        "holding val_map.txt and the images")
+                        "holding val_map.txt or one folder of images per class")
     if not (folder / "val_map.txt").is_file():
-        raise UserError(f"dataset folder {path} has no val_map.txt; it needs one line "
-                        "'<relative image path> <label>' per image")
+        from quantmark.qsl.imagenet import ImageFolderDataset
+
+        ImageFolderDataset(folder, labels)
 
 
 def validate_inputs(dataset_path: str | None, calibration_list: str | None,
-                    user_conf: str | None) -> None:
+                    user_conf: str | None, model: str = "") -> None:
     """The files a run reads: checked before minutes of work, not after."""
     from quantmark.models.zoo import MODEL_NAMES
     from quantmark.scenarios.userconf import parse_user_conf
@@ -72,7 +81,7 @@ def validate_inputs(dataset_path: str | None, calibration_list: str | None,
         require_path(calibration_list, "--calibration-list",
                      "pass a text file with one calibration image path a line")
     if user_conf:
-        parse_user_conf(user_conf, tuple(MODEL_NAMES))
+        parse_user_conf(user_conf, tuple(dict.fromkeys([*MODEL_NAMES, model or MODEL_NAMES[0]])))
 
 
 def check_model_path(model_path: str, model: str, sut: str) -> None:
@@ -97,13 +106,23 @@ def check_model_path(model_path: str, model: str, sut: str) -> None:
                     f"pass {expected}")
 
 
-def dataset_size(dataset_path: str | None) -> int:
-    """Images in the dataset: val_map.txt's lines, or the built-in dataset's count."""
+def dataset_size(dataset_path: str | None, builtin: str = "photos") -> int:
+    """Images in the dataset: val_map.txt's lines, the class folders' images, or the built-in
+    dataset's count (``builtin`` names which, as ``qsl.open_dataset`` takes it)."""
     if dataset_path is None:
+        if builtin == "digits":
+            from quantmark.qsl.digits_split import digits_dataset_root
+
+            return dataset_size(str(digits_dataset_root()))
         from quantmark.qsl.builtin import EVAL_COUNT
 
         return EVAL_COUNT
-    with open(Path(dataset_path) / "val_map.txt", "rb") as handle:
+    val_map = Path(dataset_path) / "val_map.txt"
+    if not val_map.is_file():
+        from quantmark.qsl.imagenet import ImageFolderDataset
+
+        return len(ImageFolderDataset(dataset_path).all_items)
+    with open(val_map, "rb") as handle:
         return sum(1 for line in handle if line.strip())
 
 
@@ -118,13 +137,14 @@ def available_memory(meminfo: Path = MEMINFO) -> int | None:
     return None
 
 
-def check_batch_fits(batch: int, model: str, dataset_path: str | None,
+def check_batch_fits(batch: int, model: Any, dataset_path: str | None,
                      meminfo: Path = MEMINFO, flag: str = "--batch-size") -> None:
     """A batch the samples can fill and the memory can hold, known before a child allocates
-    it (``--batch-size 100000`` once asked for 56 GiB)."""
+    it (``--batch-size 100000`` once asked for 56 GiB). ``model``: a name or a resolved spec."""
     from quantmark.models.zoo import get_model
 
-    spec = get_model(model)
+    spec = get_model(model) if isinstance(model, str) else model
+    model = spec.name
     images = dataset_size(dataset_path)
     limit = max(spec.performance_sample_count, images)
     if batch > limit:
@@ -132,12 +152,13 @@ def check_batch_fits(batch: int, model: str, dataset_path: str | None,
                         f"and model {model}'s {spec.performance_sample_count} performance "
                         f"samples, so a batch would only repeat samples; pass {flag} "
                         f"{limit} or less")
-    needed = batch * 3 * spec.input_size ** 2 * 4 * BATCH_MEMORY_FACTOR
+    pixels = spec.channels * spec.input_size * spec.input_width
+    needed = batch * pixels * 4 * BATCH_MEMORY_FACTOR
     available = available_memory(meminfo)
     if available is not None and needed > available:
         gib = 1024 ** 3
         raise UserError(f"{flag} {batch} needs at least {needed / gib:.1f} GiB for its "
-                        f"{spec.input_size}x{spec.input_size} float32 inputs, more than the "
+                        f"{spec.input_size}x{spec.input_width} float32 inputs, more than the "
                         f"{available / gib:.1f} GiB of memory available; pass a smaller "
                         f"{flag}")
 
@@ -154,7 +175,7 @@ def check_batch(config: RunConfig) -> None:
 
 def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
-    from quantmark.models.zoo import get_model
+    from quantmark.models.workload import open_run_dataset, resolve_spec
     from quantmark.scenarios.settings import validate_scenario
     from quantmark.sut.registry import check_options, require_available
 
@@ -163,7 +184,7 @@ def validate(config: RunConfig) -> None:
         validate_ensemble(config)
     else:
         check_options(require_available(config.sut), config.sut_options)
-        get_model(config.model)
+        spec = resolve_spec(config)
     if config.mode not in ("performance", "accuracy"):
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")
     check_batch(config)
@@ -172,13 +193,16 @@ def validate(config: RunConfig) -> None:
                         "(0 = the SUT's preferred number)")
     if config.model_path and not config.ensemble:
         check_model_path(config.model_path, config.model, config.sut)
-    validate_inputs(config.dataset_path, config.calibration_list, config.user_conf)
+    validate_inputs(config.dataset_path, config.calibration_list, config.user_conf,
+                    config.model)
     from quantmark.sut.ensemble.members import parse_members
 
     for model in ({m.model for m in parse_members(config.ensemble)} if config.ensemble
-                  else {config.model}):
+                  else {spec}):
         check_batch_fits(config.batch_size, model, config.dataset_path)
     check_output_writable(config.output)
+    if not config.ensemble:
+        open_run_dataset(config, spec)  # the dataset's classes fit the model's
 
 
 def validate_ensemble(config: RunConfig) -> None:

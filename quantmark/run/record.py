@@ -38,6 +38,9 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
         atomic_write_text(work / "val_map.txt",
                           "".join(f"{rel} {label}\n" for rel, label in prepared.dataset.items))
         write_groups(work, prepared.dataset)
+        from quantmark.qsl.label_space import write_classes  # classes.txt: the labels' names
+
+        write_classes(work, prepared.dataset)
     if config.mode == "accuracy":
         results.accuracy = _accuracy(work, prepared.qsl.total_count, prepared.backend.artifact)
     if config.ensemble:
@@ -70,6 +73,8 @@ def run_record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Pa
         dataset={"path": str(dataset.root), "builtin": dataset.builtin,
                  "fingerprint": dataset.fingerprint(), "evaluation_count": len(dataset),
                  "held_out_for_calibration": dataset.held_out_count,
+                 "num_classes": getattr(dataset, "num_classes", None),
+                 "description": dataset_description(dataset),
                  # the preprocessed caches this run read, hashed and checked as it read them
                  "verified_caches": dict(VERIFIED)},
         # what the SUT's registry entry says it does: a static INT8 path calibrates
@@ -93,6 +98,19 @@ def run_record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Pa
         interference_file=INTERFERENCE)
 
 
+def dataset_description(dataset: Any) -> str:
+    """The dataset in words: its own description (a built-in one says what it is), or its
+    folder, layout, size and classes."""
+    own = getattr(dataset, "description", None)
+    if own:
+        return str(own)
+    classes = getattr(dataset, "num_classes", None)
+    kind = "class folders" if getattr(dataset, "classes", None) and not \
+        (dataset.root / "val_map.txt").is_file() else "val_map.txt"
+    return (f"{dataset.root} ({kind}, {len(dataset)} images"
+            f"{f', {classes} classes' if classes else ''})")
+
+
 def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
     """results.json's "sut" (what ran, and its proof) and "model" (the artifact, or for an
     ensemble its members: "ensemble" records each one's artifact)."""
@@ -105,7 +123,20 @@ def sut_and_model(config: RunConfig, prepared: Any) -> dict[str, Any]:
                     **backend.describe()},
             "model": ({"name": spec.name, "members": [m.label for m in spec.members]}
                       if config.ensemble else
-                      {"name": spec.name, **artifact_record(backend.artifact)})}
+                      {"name": spec.name, **artifact_record(backend.artifact),
+                       **model_shape(spec)})}
+
+
+def model_shape(spec: Any) -> dict[str, Any]:
+    """The input the model took, the classes it scored and its preprocessing, in words too:
+    a run states what it ran (a CIFAR network is not an ImageNet one)."""
+    from quantmark.models.preprocessing import describe
+    from quantmark.models.workload import resized_weights_note
+
+    return {"input": {"height": spec.input_size, "width": spec.input_width,
+                      "channels": spec.channels, "dtype": spec.input_dtype},
+            "num_classes": spec.num_classes, "preprocessing": describe(spec),
+            "weights_note": resized_weights_note(spec)}
 
 
 def _accuracy(work: Path, expected_count: int, artifact: Any = None) -> dict[str, Any]:

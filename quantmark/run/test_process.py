@@ -24,8 +24,8 @@ from quantmark.ground.errors import SutError, UserError, environment_fault
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.layout import run_dir, system_id
 from quantmark.ground.lifetime import die_with_parent
-from quantmark.models.zoo import MODEL_NAMES, get_model
-from quantmark.qsl import open_dataset
+from quantmark.models.workload import open_run_dataset, resolve_spec
+from quantmark.models.zoo import MODEL_NAMES
 from quantmark.qsl.calibration_sets import CalibrationProvider
 from quantmark.qsl.library import QuerySampleLibrary
 from quantmark.qsl.preprocess import recipe_for
@@ -76,9 +76,9 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
                                           dict[str, float]]:
     """The model, the SUT's registry entry, the dataset, the calibration set and the loaded
     backend (its artifact prepared or taken from the cache), with what that took."""
-    spec = get_model(config.model)
+    spec = resolve_spec(config)
     info = require_available(config.sut)
-    dataset = open_dataset(config.dataset_path)
+    dataset = open_run_dataset(config, spec)
     calibration = CalibrationProvider(dataset, spec, config.calibration_list)
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
@@ -100,7 +100,8 @@ def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySamp
     workers = config.workers or max(1, int(backend.preferred_workers))
     measurement = measure(backend, qsl, config.batch_size, config.scenario, workers, times)
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
-                        loadgen_model=spec.mlperf_name, known_models=tuple(MODEL_NAMES),
+                        loadgen_model=spec.mlperf_name,
+                        known_models=tuple(dict.fromkeys([*MODEL_NAMES, spec.mlperf_name])),
                         user_conf=config.user_conf,
                         quick_min_duration_ms=config.quick_duration_ms, workers=workers,
                         met_rate=float(config.rerun.get("met_samples_per_s") or 0.0))

@@ -56,7 +56,7 @@ def export(suts: list[str], model: str, output: str, model_path: str | None = No
     infos = [require_available(name) for name in suts]  # every SUT checked before any work
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
-    dataset = open_dataset(dataset_path)
+    dataset = open_dataset(dataset_path, builtin=spec.builtin_dataset)
     calibration = CalibrationProvider(dataset, spec, calibration_list)
     written = []
     for info in infos:

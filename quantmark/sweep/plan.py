@@ -1,11 +1,12 @@
 """What a sweep runs: its settings (from flags or a YAML/TOML file: ``spec_file``) and the cells
 they expand to.
 
-A cell is one LoadGen test: a model, a SUT, a scenario, a batch size and a repeat, or the
-accuracy run of a (model, SUT). Cells are ordered so each SUT's accuracy run comes first (it
-builds and caches the artifact, so no timed run pays a conversion) and a framework's FP32 SUT
-runs just before its other precisions (ratios then compare runs minutes apart). Repeats go
-round the whole sweep, so their spread shows the machine's drift, not one moment's.
+A cell is one LoadGen test: a model (at an input size, on a dataset: ``quantmark.sweep.axes``),
+a SUT, a scenario, a batch size and a repeat, or the accuracy run of a (model, SUT). Cells are
+ordered so each SUT's accuracy run comes first (it builds and caches the artifact, so no timed
+run pays a conversion) and a framework's FP32 SUT runs just before its other precisions (ratios
+then compare runs minutes apart). Repeats go round the whole sweep, so their spread shows the
+machine's drift, not one moment's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
-from quantmark.sweep import variants
+from quantmark.sweep import axes, variants
 from quantmark.sweep.spec_file import KEY_TYPES, LIMITS, is_whole, load_sweep_file, out_of_range
 from quantmark.sweep.variants import Options, as_options, folder_suffix
 
@@ -40,15 +41,19 @@ class Cell:
     ensemble: str = ""  # an ensemble's members (MODEL@SUT,...): model and sut then name it
     ensemble_mode: str = "sequential"
     sut_options: Options = ()  # the variant: the --sut-option values this cell runs with
+    input_size: str = ""  # "128" or "HxW" (--image-sizes); "": the model's own
+    dataset: str = ""  # the dataset folder (--datasets); "": the sweep's --dataset-path
 
     @property
     def id(self) -> str:
         """``model/sut/test``; a variant's SUT part carries its options
-        (``ov-int8+ov_api=async``), so two variants never share a folder or an entry."""
+        (``ov-int8+ov_api=async``) and the model part its size and dataset
+        (``resnet50+size=128+data=flowers``), so no two cells share a folder or an entry."""
+        model = self.model + axes.suffix(self.input_size, self.dataset)
         sut = self.sut + folder_suffix(self.sut_options)
         if self.mode == "accuracy":
-            return f"{self.model}/{sut}/accuracy"
-        return f"{self.model}/{sut}/{self.scenario}-b{self.batch_size}-r{self.repeat}"
+            return f"{model}/{sut}/accuracy"
+        return f"{model}/{sut}/{self.scenario}-b{self.batch_size}-r{self.repeat}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "sut_options": dict(self.sut_options)}
@@ -82,6 +87,14 @@ class SweepSpec:
     # --sut-option as a dimension: key -> its values, each a variant of the SUTs reading it
     sut_options: dict[str, list[str]] = field(default_factory=dict)
     dataset_path: str | None = None
+    # input size and dataset as dimensions (quantmark.sweep.axes): [] is the model's own size
+    # and the one --dataset-path
+    image_sizes: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)
+    # the model's classes and preprocessing recipe, and the labels file, as run.py takes them
+    num_classes: int = 0
+    preprocess: dict[str, Any] = field(default_factory=dict)
+    labels: str | None = None
     calibration_list: str | None = None
     user_conf: str | None = None
     cluster: str = ""  # "" runs here; "auto", "HOST:PORT" or "ray://HOST:PORT" on Ray
@@ -92,6 +105,8 @@ class SweepSpec:
         return {"seconds": self.seconds, "official": self.official, "threads": self.threads,
                 "workers": self.workers, "model_path": _absolute(self.model_path),
                 "dataset_path": _absolute(self.dataset_path),
+                "num_classes": self.num_classes, "preprocess": self.preprocess,
+                "labels": _absolute(self.labels),
                 "calibration_list": _absolute(self.calibration_list),
                 "user_conf": _absolute(self.user_conf)}
 
@@ -102,20 +117,25 @@ def _absolute(path: str | None) -> str | None:
 
 def cells(spec: SweepSpec) -> list[Cell]:
     """Every cell in run order. SingleStream queries hold one sample, so it runs at batch 1
-    only; the other scenarios run every batch size."""
+    only; the other scenarios run every batch size. Each dataset and input size runs every
+    SUT in turn, so a size's FP32 and INT8 cells run minutes apart."""
     out: list[Cell] = []
     for repeat in range(1, spec.repeats + 1):
         for model in spec.models:
-            for sut in spec.suts:
-                out.extend(_cells_of(spec, model, sut, repeat))
+            for dataset in spec.datasets or [""]:
+                for size in axes.cell_sizes(spec.image_sizes, model, spec.model_path):
+                    for sut in spec.suts:
+                        out.extend(_cells_of(spec, model, sut, repeat, workload=(size, dataset)))
         out.extend(_ensemble_cells(spec, repeat))
     return out
 
 
 def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str = "",
-              mode: str = "sequential", accuracy: bool = True) -> list[Cell]:
-    """One (model, SUT)'s cells of one repeat, each variant of its options in turn: its
-    accuracy run first (repeat 1), then every scenario and batch size."""
+              mode: str = "sequential", accuracy: bool = True,
+              workload: tuple[str, str] = ("", "")) -> list[Cell]:
+    """One (model, SUT)'s cells of one repeat at one (input size, dataset), each variant of
+    its options in turn: its accuracy run first (repeat 1), then every scenario and batch
+    size."""
     from quantmark.sut.ensemble.members import parse_members
 
     readers = [m.sut for m in parse_members(ensemble)] if ensemble else [sut]
@@ -124,11 +144,13 @@ def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str 
         if spec.accuracy and accuracy and repeat == 1:
             batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
             out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
-                            ensemble_mode=mode, sut_options=options))
+                            ensemble_mode=mode, sut_options=options, input_size=workload[0],
+                            dataset=workload[1]))
         for scenario in spec.scenarios:
             batches = [1] if scenario == "SingleStream" else spec.batch_sizes
             out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble,
-                            ensemble_mode=mode, sut_options=options) for b in batches)
+                            ensemble_mode=mode, sut_options=options, input_size=workload[0],
+                            dataset=workload[1]) for b in batches)
     return out
 
 
@@ -188,7 +210,10 @@ def spec_from_args(args: Any, file_settings: dict[str, Any]) -> SweepSpec:
     the file's ``sut_options``; ``workers``, ``model_path`` and the rest replace the key."""
     flags = {key: value for key, value in vars(args).items()
              if value is not None and key not in ("file", "retry_failed")}
-    return build_spec({**file_settings, **flags})
+    # one dataset or several: the flag given replaces the file's either way
+    replaced = {"datasets": "dataset_path", "dataset_path": "datasets"}
+    dropped = {replaced[key] for key in flags if key in replaced}
+    return build_spec({**{k: v for k, v in file_settings.items() if k not in dropped}, **flags})
 
 
 def build_spec(settings: dict[str, Any]) -> SweepSpec:
@@ -220,11 +245,15 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
         accuracy=_flag(settings, "accuracy", True),
         model_path=settings.get("model_path"), sut_options=variants.from_settings(settings),
         dataset_path=settings.get("dataset_path"),
+        image_sizes=axes.image_sizes(_given(settings, "image_sizes", "input_size")),
+        datasets=axes.datasets(settings.get("datasets")),
+        preprocess=axes.recipe(settings), labels=settings.get("labels"),
         calibration_list=settings.get("calibration_list"),
         user_conf=settings.get("user_conf"),
         **_cluster(settings),
     )
     _check_model_path(spec)
+    axes.check(spec)
     variants.check(spec.sut_options, _sweep_suts(spec), bool(spec.ensembles))
     _check_batches_fit(spec)
     return spec
@@ -241,7 +270,8 @@ def _numbers(settings: dict[str, Any]) -> dict[str, Any]:
             "seconds": float(settings.get("seconds", 10.0)),
             "timeout": float(settings.get("timeout", 1800.0)),
             "threads": int(settings.get("threads", 0)),
-            "workers": int(settings.get("workers", 0))}
+            "workers": int(settings.get("workers", 0)),
+            "num_classes": int(settings.get("num_classes", 0))}
     except (TypeError, ValueError) as exc:
         raise UserError(f"sweep settings: a number was expected ({exc})") from None
     for key, value in numbers.items():
@@ -297,17 +327,29 @@ def _flag(settings: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+def _given(settings: dict[str, Any], *keys: str) -> Any:
+    """The first of ``keys`` the settings give (a sweep's ``--image-sizes``, else the shared
+    run flag ``--input-size``); None when none is."""
+    return next((settings[key] for key in keys if settings.get(key) not in (None, "")), None)
+
+
 def _check_batches_fit(spec: SweepSpec) -> None:
-    """The largest batch must be one the samples can fill and the memory hold, for every
-    model: found now, not as a crashed cell an hour in. (SingleStream cells run batch 1.)"""
+    """The largest batch must be one the samples of every dataset can fill and the memory
+    hold, for every model at its largest size: found now, not as a crashed cell an hour in.
+    (SingleStream cells run batch 1.)"""
+    from quantmark.models.zoo import get_model
     from quantmark.run.checks import check_batch_fits, check_dataset
     from quantmark.sut.ensemble.members import parse_members
 
-    check_dataset(spec.dataset_path)
+    folders = spec.datasets or [spec.dataset_path]
+    for folder in folders:
+        check_dataset(folder, spec.labels)
     members = [m.model for text in spec.ensembles for m in parse_members(text)]
     for model in dict.fromkeys(spec.models + members):
-        check_batch_fits(max(spec.batch_sizes), model, spec.dataset_path,
-                         flag="--batch-sizes")
+        specs = axes.sized_specs(spec, model) if model in spec.models else [get_model(model)]
+        largest = max(specs, key=lambda s: s.channels * s.input_size * s.input_width)
+        for folder in folders:
+            check_batch_fits(max(spec.batch_sizes), largest, folder, flag="--batch-sizes")
 
 
 def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.paths import require_path
+from quantmark.sweep.axes import parse_size
 
 try:
     import tomllib
@@ -29,6 +30,11 @@ KEY_TYPES: dict[str, str] = {
     "threads": "a whole number", "workers": "a whole number", "seconds": "a number",
     "timeout": "a number", "official": "true or false", "accuracy": "true or false",
     "output": "a string", "model_path": "a string", "dataset_path": "a string",
+    # input size and dataset as dimensions (quantmark.sweep.axes): image_sizes = [64, "224x320"]
+    "image_sizes": "an image size (S or \"HxW\") or a list of them",
+    "datasets": "a string (\"DIR1,DIR2\") or a list of dataset folders",
+    "num_classes": "a whole number", "labels": "a string",
+    "preprocess": "a preset name, a recipe file, or a table of recipe keys",
     "calibration_list": "a string", "user_conf": "a string",
     # --sut-option as a dimension: [sut_options] ov_api = ["sync", "async"]
     "sut_options": "a table of OPTION = a value or a list of values",
@@ -45,6 +51,7 @@ LIMITS: dict[str, tuple[float, bool, str]] = {  # key -> (lowest, lowest refused
     "seconds": (0, True, "a number > 0"), "timeout": (0, True, "a number of seconds > 0"),
     "threads": (0, False, "a whole number >= 0 (0: all cores)"),
     "workers": (0, False, "a whole number >= 0 (0: the SUT's preferred number)"),
+    "num_classes": (0, False, "a whole number >= 0 (0: the model's own)"),
 }
 
 
@@ -66,13 +73,20 @@ def is_whole(value: Any) -> bool:
 def _type_fits(key: str, value: Any) -> bool:
     """Does ``value``, as TOML or YAML read it, have the type ``key`` needs?"""
     expected = KEY_TYPES[key]
-    if expected == _TEXT_LIST or key in ("ensembles", "placement"):
+    if expected == _TEXT_LIST or key in ("ensembles", "placement", "datasets"):
         return isinstance(value, str) or (
             isinstance(value, list) and all(isinstance(v, str) for v in value))
     if key == "batch_sizes":
         return is_whole(value) or (isinstance(value, list) and all(map(is_whole, value)))
     if key == "sut_options":
         return isinstance(value, dict) and all(map(_option_values, value.values()))
+    if key == "image_sizes":
+        def size(item: Any) -> bool:
+            return is_whole(item) or isinstance(item, str)
+
+        return size(value) or (isinstance(value, list) and all(map(size, value)))
+    if key == "preprocess":
+        return isinstance(value, str | dict)
     if expected == "a whole number":
         return is_whole(value)
     if expected == "a number":
@@ -176,6 +190,10 @@ def load_sweep_file(path: str) -> dict[str, Any]:
         if bad is not None:
             raise UserError(f"sweep file {_where(file, text, key)}: {key} = {bad!r} is out of "
                             f"range; {key} must be {LIMITS[key][2]}")
+        if key == "image_sizes":
+            items = value if isinstance(value, list) else str(value).split(",")
+            for item in (i for i in items if str(i).strip()):
+                parse_size(item, f"sweep file {_where(file, text, key)}: image_sizes =")
     return settings
 
 

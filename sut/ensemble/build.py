@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from quantmark.ground.config import RunConfig
@@ -85,12 +85,13 @@ def ensemble_info(config: RunConfig, infos: list[SutInfo]) -> SutInfo:
 
 def _load_member(config: RunConfig, member: Member, info: SutInfo, threads: int,
                  dataset: Any, times: dict[str, float]) -> tuple[Backend, Any, Any]:
-    """One member's backend, loaded, with its model spec and calibration set."""
-    from quantmark.models.zoo import get_model
+    """One member's backend, loaded, with its model spec (the run's input size, class count
+    and preprocessing applied, as for a single model) and calibration set."""
+    from quantmark.models.workload import resolve_spec
     from quantmark.qsl.calibration_sets import CalibrationProvider
     from quantmark.sut.registry import load_factory
 
-    spec = get_model(member.model)
+    spec = resolve_spec(replace(config, model=member.model, model_path=None))
     calibration = CalibrationProvider(dataset, spec, config.calibration_list)
     options = SutOptions(model=member.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=threads,
@@ -155,5 +156,6 @@ def _inputs(runs: list[MemberRun], specs: list[Any], dataset: Any) -> Any:
                 encode=run.backend.encode_samples if encodes else None))
         run.input_index = keys[key]
         run.input = {"crop": recipe.crop, "resize_short": recipe.resize_short,
-                     "layout": recipe.layout, "encoded": encodes, "tensor": keys[key]}
+                     "layout": recipe.layout, "encoded": encodes, "tensor": keys[key],
+                     "shape": list(recipe.input_shape()), "dtype": recipe.dtype}
     return EnsembleSamples(libraries)

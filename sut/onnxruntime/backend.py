@@ -38,6 +38,8 @@ INTEGER_KERNELS = frozenset({
 })
 FLOAT_COMPUTE = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "Gemm", "FusedGemm", "MatMul",
                            "FusedMatMul", "NhwcConv"})
+#: ORT's input type names -> numpy: what a probe input is made of
+ONNX_INPUT_TYPES = {"tensor(float)": np.float32, "tensor(uint8)": np.uint8}
 TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "double": "fp64"}
 
 
@@ -76,13 +78,17 @@ class OnnxRuntimeBackend(Backend):
     """One ORT InferenceSession on the CPU execution provider."""
 
     def __init__(self, model_path: str, precision: str, threads: int, artifact: Any,
-                 spin: bool = True, sut: SutInfo | None = None) -> None:
+                 spin: bool = True, sut: SutInfo | None = None,
+                 input_shape: tuple[int, ...] | None = None) -> None:
         self.model_path = model_path
         self.precision = precision
         # the registry entry whose proof the load-time check demands
         self.sut = sut or find_sut("onnxruntime", precision)
         self.threads = threads
         self.spin = spin
+        #: one sample as the run feeds it (the spec's): the probe's size where the model's
+        #: height or width is dynamic
+        self.input_shape = input_shape
         self.artifact = artifact
         self.layout = (artifact.meta or {}).get("layout", "NCHW")
         self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
@@ -139,10 +145,12 @@ class OnnxRuntimeBackend(Backend):
         execution provider ran each node)."""
 
     def _probe_input(self) -> np.ndarray:
-        """A batch-1 zero input of the model's shape (symbolic dims as 1)."""
-        shape = [d if isinstance(d, int) and d > 0 else 1
-                 for d in self._session.get_inputs()[0].shape]
-        return np.zeros(shape, np.float32)
+        """A batch-1 zero input of the model's shape (symbolic dims: the fed sample's, else 1)
+        and type (float32, or a raw-pixel model's uint8)."""
+        inp = self._session.get_inputs()[0]
+        fed = (1, *self.input_shape) if self.input_shape else (1,) * len(inp.shape)
+        shape = [d if isinstance(d, int) and d > 0 else fed[i] for i, d in enumerate(inp.shape)]
+        return np.zeros(shape, ONNX_INPUT_TYPES.get(inp.type, np.float32))
 
     def _check(self, per_precision: dict[str, int]) -> None:
         name = self.sut.name
@@ -236,6 +244,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     ``hash()``.
     """
     from quantmark.models.source import fp32_onnx, is_torch_weights
+    from quantmark.qsl.preprocess import recipe_for
     from quantmark.sut.onnxruntime import quantize
 
     sut = module_sut(name, __name__)
@@ -264,4 +273,5 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     # so would they the other members of an ensemble (co-located models).
     spin = options.scenario != "Server" and not options.co_located
     return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin,
-                              sut)
+                              sut, recipe_for(spec, artifact.meta.get("layout", "NCHW"))
+                              .input_shape())

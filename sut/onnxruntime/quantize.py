@@ -13,6 +13,7 @@ Recipe, measured on this 2-core AVX-512 VNNI box (EfficientNet-Lite0, batch 8, 2
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,24 @@ QUANT_RECIPE: dict[str, Any] = {
 }
 
 
+class ModelInputReader(ArrayReader):
+    """Calibration batches exactly as given: already in the model's layout and input type (the
+    provider's ``arrays(layout)``: float32, or a raw-pixel model's uint8), so neither
+    transposed nor cast."""
+
+    def _batches(self) -> Iterator[np.ndarray]:
+        for i in range(0, len(self.data), self.batch):
+            yield np.ascontiguousarray(self.data[i:i + self.batch])
+
+
+def check_calibration(calibration: np.ndarray, layout: str) -> None:
+    """A non-empty 4-D batch of 1- or 3-channel images in ``layout``."""
+    channels = calibration.shape[1 if layout == "NCHW" else -1] if calibration.ndim == 4 else 0
+    if calibration.ndim != 4 or channels not in (1, 3) or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty {layout} batch of 1- or 3-channel "
+                         f"images, got {calibration.shape}")
+
+
 def quantize_key(fp32: Artifact, calibration_hash: str, changes: Recipe | None = None) -> str:
     key: dict[str, Any] = {"what": "ort-static-int8", "fp32": fp32.key,
                            "calibration": calibration_hash, "recipe": QUANT_RECIPE,
@@ -61,16 +80,15 @@ def quantize_key(fp32: Artifact, calibration_hash: str, changes: Recipe | None =
 
 def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
                          changes: Recipe | None = None) -> Artifact:
-    """INT8 QDQ copy of ``fp32``, calibrated on ``calibration`` (float32 [N,3,H,W], normalised).
+    """INT8 QDQ copy of ``fp32``, calibrated on ``calibration``: samples as the model takes
+    them (its layout, channels, size and input type; the provider's ``arrays(layout)``).
 
     ``calibration_hash`` identifies the calibration set (the caller knows how it was made);
     the cache key combines it with the fp32 key and the recipe. ``changes`` (``run.py
     diagnose``): nodes kept in FP32 (``nodes_to_exclude``) and injected weight faults.
     """
     changes = changes or Recipe()
-    if calibration.ndim != 4 or calibration.shape[1] != 3 or len(calibration) == 0:
-        raise ValueError(f"calibration must be a non-empty [N,3,H,W] array, "
-                         f"got {calibration.shape}")
+    check_calibration(calibration, fp32.meta.get("layout", "NCHW"))
     key = quantize_key(fp32, calibration_hash, changes)
     model = fp32.meta.get("model", fp32.path.stem)
 
@@ -81,8 +99,8 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
         t0 = time.perf_counter()
         quant_pre_process(str(fp32.path), str(pre))
         pre_s = time.perf_counter() - t0
-        reader = ArrayReader(calibration, fp32.meta.get("input_name", "input"),
-                             fp32.meta.get("layout", "NCHW"), QUANT_RECIPE["calibration_batch"])
+        reader = ModelInputReader(calibration, fp32.meta.get("input_name", "input"),
+                                  batch=QUANT_RECIPE["calibration_batch"])
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.onnx"
         t1 = time.perf_counter()
         quantize_static(
@@ -254,8 +272,9 @@ def convert_fp16(fp32: Artifact) -> Artifact:
 def tensorrt_calibration_table(fp32: Artifact, calibration: np.ndarray,
                                calibration_hash: str) -> Artifact:
     """ONNX Runtime's INT8 calibration table for the TensorRT provider, cached as an artifact:
-    MinMax ranges (symmetric) of every float tensor of ``fp32`` over ``calibration`` (float32
-    NCHW), written by ``write_calibration_table`` (``calibration.flatbuffers``)."""
+    MinMax ranges (symmetric) of every float tensor of ``fp32`` over ``calibration`` (NCHW,
+    transposed for an NHWC model; the model's input type), written by
+    ``write_calibration_table`` (``calibration.flatbuffers``)."""
     from onnxruntime.quantization.calibrate import create_calibrator
     from onnxruntime.quantization.quant_utils import write_calibration_table
 
@@ -274,9 +293,10 @@ def tensorrt_calibration_table(fp32: Artifact, calibration: np.ndarray,
                                        calibrate_method=CalibrationMethod.MinMax,
                                        providers=["CPUExecutionProvider"],
                                        extra_options={"symmetric": True})
-        calibrator.collect_data(ArrayReader(calibration, fp32.meta.get("input_name", "input"),
-                                            fp32.meta.get("layout", "NCHW"),
-                                            TABLE_RECIPE["calibration_batch"]))
+        nchw = fp32.meta.get("layout", "NCHW") == "NCHW"
+        samples = calibration if nchw else calibration.transpose(0, 2, 3, 1)
+        calibrator.collect_data(ModelInputReader(samples, fp32.meta.get("input_name", "input"),
+                                                 batch=TABLE_RECIPE["calibration_batch"]))
         ranges = calibrator.compute_data()
         write_calibration_table(ranges, dir=str(folder))
         augmented.unlink(missing_ok=True)

@@ -129,6 +129,9 @@ class OpenVinoBackend(Backend):
         self.layout = meta.get("layout", "NCHW")
         self.label_offset = int(meta.get("label_offset", 0))
         self.output_index = int(meta.get("output_index", 0))
+        self._input_hw = meta.get("input_hw")
+        #: the compiled model's input type (f32, or a raw-pixel model's u8), known after load
+        self._input_dtype: Any = np.float32
         #: worker threads that keep the compiled model busy (OPTIMAL_NUMBER_OF_INFER_REQUESTS)
         self.preferred_workers: int = 1
         self._compiled: Any = None
@@ -166,11 +169,17 @@ class OpenVinoBackend(Backend):
         import openvino.properties as props
         import openvino.properties.hint as hints
 
-        from quantmark.sut.openvino.convert import make_batch_dynamic, make_batch_static
+        from quantmark.sut.openvino.convert import (
+            fix_spatial_dims,
+            make_batch_dynamic,
+            make_batch_static,
+        )
 
         core = ov.Core()
         try:
             model = core.read_model(self.model_path)
+            if self._input_hw:  # a user's IR with a dynamic height or width: the run's size
+                fix_spatial_dims(model, self._input_hw, self.layout)
             if self.static_batch:
                 make_batch_static(model, self.static_batch)
             else:
@@ -179,6 +188,7 @@ class OpenVinoBackend(Backend):
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses
             raise SutError(f"openvino could not compile {self.model_path}: {exc}") from exc
         compiled = self._compiled
+        self._input_dtype = np.dtype(compiled.input(0).get_element_type().to_dtype())
         self.preferred_workers = max(1, int(compiled.get_property(
             props.optimal_number_of_infer_requests)))
         evidence = runtime_evidence(compiled)
@@ -251,7 +261,7 @@ class OpenVinoBackend(Backend):
         if self.static_batch and len(batch) != self.static_batch:  # other callers: per sample
             return np.concatenate([self.predict(batch[i:i + 1]) for i in range(len(batch))])
         request = self._request()
-        batch = np.ascontiguousarray(batch, dtype=np.float32)
+        batch = np.ascontiguousarray(batch, dtype=self._input_dtype)
         # share_outputs: views of the request's buffers, reused by its next infer -> copy
         result = request.infer({0: batch}, share_inputs=True, share_outputs=True)
         return np.array(result[self.output_index], copy=True)

@@ -34,6 +34,7 @@ import openvino as ov
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.native_input import check_dtype, input_layout, wanted
 from quantmark.sut.layers import Recipe
 
 CONVERT_RECIPE: dict[str, Any] = {
@@ -76,20 +77,15 @@ def _is_quantized(model: ov.Model) -> bool:
     return any(op.get_type_name() in QUANTIZED_OPS for op in model.get_ops())
 
 
-def _layout(shape: ov.PartialShape, size: int) -> str | None:
-    """"NCHW" / "NHWC" for an [N,3,S,S] / [N,S,S,3] input (dynamic dims accepted), else None."""
-    if shape.rank.is_dynamic or shape.rank.get_length() != 4:
-        return None
-    dims = [None if d.is_dynamic else d.get_length() for d in shape]
+def _dims(shape: ov.PartialShape) -> list[int | None]:
+    """A partial shape's dims (None: dynamic); a dynamic rank reads as no dims at all."""
+    if shape.rank.is_dynamic:
+        return []
+    return [None if d.is_dynamic else d.get_length() for d in shape]
 
-    def spatial(d: int | None) -> bool:
-        return d is None or d == size
 
-    if dims[1] == 3 and spatial(dims[2]) and spatial(dims[3]):
-        return "NCHW"
-    if dims[3] == 3 and spatial(dims[1]) and spatial(dims[2]):
-        return "NHWC"
-    return None
+#: OpenVINO element types an image input may have -> the spec's input dtype
+INPUT_TYPES = {"f32": "float32", "u8": "uint8"}
 
 
 def _classifier_output(model: ov.Model, classes: tuple[int, ...]) -> int | None:
@@ -128,8 +124,9 @@ def make_batch_static(model: ov.Model, batch: int) -> None:
 def load_user_ir(path: str | Path, spec: Any) -> Artifact:
     """Validate a user's OpenVINO IR (``--model-path x.xml``); UserError (one line) if unfit.
 
-    Accepts one float image input [N,3,S,S] or [N,S,S,3] and a float output [N, classes] or
-    [N, classes+1] (background class: label_offset 1). The file is used in place.
+    Accepts one image input the spec feeds (its channels, height and width, NCHW or NHWC; f32,
+    or u8 for a raw-pixel spec) and a float output [N, classes] or [N, classes+1] (background
+    class: label_offset 1). The file is used in place.
     """
     p = Path(path)
     where = f"model {spec.name}: --model-path {p}"
@@ -141,16 +138,15 @@ def load_user_ir(path: str | Path, spec: Any) -> Artifact:
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise UserError(f"{where} is not a readable OpenVINO IR ({cause}); pass an .xml saved "
                         "by openvino.save_model, with its .bin beside it") from None
-    size = spec.input_size
     if len(model.inputs) != 1:
         raise UserError(f"{where} has {len(model.inputs)} inputs; expected one image input "
-                        f"[N,3,{size},{size}] or [N,{size},{size},3]")
+                        f"of {wanted(spec)}")
     inp = model.input(0)
     shape = inp.get_partial_shape()
-    layout = _layout(shape, size)
-    if layout is None or inp.get_element_type() != ov.Type.f32:
-        raise UserError(f"{where} input is {shape} {inp.get_element_type().get_type_name()}; "
-                        f"expected f32 [N,3,{size},{size}] (NCHW) or [N,{size},{size},3] (NHWC)")
+    dims = _dims(shape)
+    layout = input_layout(dims, spec, where)
+    element = inp.get_element_type().get_type_name()
+    check_dtype(INPUT_TYPES.get(element, element), spec, where, dims)
     accepted = (spec.num_classes, spec.num_classes + 1)
     out_index = _classifier_output(model, accepted)
     if out_index is None:
@@ -169,6 +165,8 @@ def load_user_ir(path: str | Path, spec: Any) -> Artifact:
         "model": spec.name, "user_file": str(p.resolve()), "layout": layout,
         "output_index": out_index, "static_batch": static_batch, "num_classes": classes,
         "label_offset": 1 if classes == spec.num_classes + 1 else 0,
+        "channels": spec.channels, "input_dtype": spec.input_dtype,
+        "input_hw": [spec.input_size, spec.input_width],  # fixes dynamic dims at compile
         "openvino": ov.__version__, "sha256": identity, "cached": False,
     }
     return Artifact(path=p, format="openvino-ir",
@@ -177,10 +175,29 @@ def load_user_ir(path: str | Path, spec: Any) -> Artifact:
                     times={}, meta=meta)
 
 
-def convert_key(source: Artifact) -> str:
-    return hash_json({"what": "openvino-ir", "source": source.key,
-                      "source_sha": source.meta.get("sha256"), "openvino": ov.__version__,
-                      "recipe": CONVERT_RECIPE})
+def convert_key(source: Artifact, spec: Any = None) -> str:
+    """The IR's key; a user's ONNX adds the spec's input (its dynamic height and width are
+    fixed to it), so the exported models keep their keys."""
+    what = {"what": "openvino-ir", "source": source.key, "source_sha": source.meta.get("sha256"),
+            "openvino": ov.__version__, "recipe": CONVERT_RECIPE}
+    if spec is not None and "user_file" in source.meta:
+        what["input"] = [spec.channels, spec.input_size, spec.input_width]
+    return hash_json(what)
+
+
+def fix_spatial_dims(model: ov.Model, size: Any, layout: str) -> bool:
+    """Give a dynamic input height or width ``size`` (the spec's height, width; the batch stays
+    as it is): a model with dynamic spatial dims runs at the size the run feeds. True if
+    changed."""
+    shape = model.input(0).get_partial_shape()
+    dims = _dims(shape)
+    axes = (2, 3) if layout == "NCHW" else (1, 2)
+    if len(dims) != 4 or all(dims[a] is not None for a in axes):
+        return False
+    sizes = dict(zip(axes, (int(size[0]), int(size[1])), strict=True))
+    new = [shape[i] if i not in sizes else ov.Dimension(sizes[i]) for i in range(4)]
+    model.reshape({model.input(0): ov.PartialShape(new)})
+    return True
 
 
 def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
@@ -190,20 +207,22 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
     from quantmark.models.source import fp32_onnx
 
     source = fp32_onnx(spec, model_path)
-    key = convert_key(source)
+    key = convert_key(source, spec)
 
     def build(folder: Path) -> Artifact:
         progress(f"converting {spec.name} to OpenVINO IR (one-off, then cached) ...")
         t0 = time.perf_counter()
         model = ov.convert_model(str(source.path))
         static_batch = make_batch_dynamic(model)
+        fix_spatial_dims(model, (spec.input_size, spec.input_width),
+                         source.meta.get("layout", "NCHW"))
         out = folder / f"{source.path.stem.removesuffix('-fp32')}-fp32.xml"
         ov.save_model(model, str(out), compress_to_fp16=False)
         convert_s = time.perf_counter() - t0
         progress(f"converted {spec.name} in {convert_s:.1f} s")
         meta = {k: v for k, v in source.meta.items()
                 if k in ("model", "layout", "label_offset", "num_classes", "output_name",
-                         "input_name", "user_file")}
+                         "input_name", "user_file", "channels", "input_dtype")}
         output_name = source.meta.get("output_name")
         meta.update({
             "model": meta.get("model", spec.name), "layout": source.meta.get("layout", "NCHW"),
@@ -252,7 +271,8 @@ def _nncf_quantize(model: ov.Model, calibration: np.ndarray, recipe: dict[str, A
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
 
     step = recipe["calibration_batch"]
-    batches = [np.ascontiguousarray(calibration[i:i + step], dtype=np.float32)
+    # as given: the provider's samples are already the model's layout and input type
+    batches = [np.ascontiguousarray(calibration[i:i + step])
                for i in range(0, len(calibration), step)]
     ignored = None
     if layers.exclude:
@@ -275,7 +295,8 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
                recipe: Recipe | None = None) -> Artifact:
     """INT8 IR of ``fp32`` by NNCF post-training quantization, calibrated on ``calibration``.
 
-    ``calibration`` is float32 in the model's layout (the caller asks the provider for it).
+    ``calibration`` is in the model's layout and input type (float32, or a raw-pixel model's
+    uint8): the caller asks the provider for it, and NNCF gets it as it is.
     ``recipe`` (diagnosis): ops kept in FP32 through NNCF's ignored scope, and weight damage
     injected after quantization.
     """
@@ -292,6 +313,8 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
                   "calibration samples ...")
         model = ov.Core().read_model(str(fp32.path))
         make_batch_dynamic(model)
+        if fp32.meta.get("input_hw"):  # a user's IR with a dynamic height or width
+            fix_spatial_dims(model, fp32.meta["input_hw"], fp32.meta.get("layout", "NCHW"))
         recipe = quant_recipe()
         t0 = time.perf_counter()
         quantized, ignored = _nncf_quantize(model, calibration, recipe, layers)

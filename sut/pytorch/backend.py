@@ -331,6 +331,18 @@ def _check_model_path(path: str | None) -> None:
                     f"(.pt/.pth){where}")
 
 
+def probe_sample(name: str, spec: Any) -> np.ndarray:
+    """A seeded float32 [1, C, H, W] input of the spec's geometry, what the SUTs prove their
+    precision on at load. The torch SUTs run a torch network on normalised float input: a
+    raw-pixel (uint8) model, which comes from an ONNX file, is refused in one line."""
+    if spec.input_dtype != "float32":
+        raise UserError(f"{name}: model {spec.name} takes {spec.input_dtype} pixels; the torch "
+                        "SUTs run a state_dict on normalised float32 input: run its ONNX "
+                        "file with ort-*, ov-*, tflite-* or tf-*")
+    shape = (1, spec.channels, spec.input_size, spec.input_width)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0)).numpy()
+
+
 def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TorchBackend:
     """Prepare the artifact (cached FP32 state_dict or INT8 TorchScript), build the backend.
 
@@ -338,16 +350,15 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     """
     mode = mode_of(module_sut(name, __name__))
     _check_model_path(options.model_path)
+    probe = probe_sample(name, spec)  # before any conversion: it refuses uint8 input
     fp32 = tq.fp32_weights(spec, options.model_path)
     if mode == "int8":
         data = calibration.arrays("NCHW")
         artifact = tq.quantize_static_int8(spec, fp32, data, calibration.hash())
         return TorchBackend(name, spec, artifact, options, data[:1])
     model = tq.load_fp32_model(spec, fp32)
-    size = spec.input_size
-    sample = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0)).numpy()
     applied = {"bf16": "torch.autocast(cpu, bfloat16) at run time",
                "int8dyn": "quantize_dynamic(nn.Linear, qint8) at load",
                "compile": "torch.compile(inductor) at load"}.get(mode)
     artifact = tq.with_meta(fp32, applied_at_load=applied) if applied else fp32
-    return TorchBackend(name, spec, artifact, options, sample, model)
+    return TorchBackend(name, spec, artifact, options, probe, model)

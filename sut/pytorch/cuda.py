@@ -61,6 +61,7 @@ from quantmark.sut.pytorch.backend import (
     _dtype_name,
     layer_output_dtypes,
     mode_of,
+    probe_sample,
 )
 from quantmark.sut.pytorch.suts import CUDA_GRAPHS_OPTION
 from quantmark.sut.registry import check_options, get_sut, module_sut
@@ -411,8 +412,7 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     _check_model_path(options.model_path)
     fp32 = tq.fp32_weights(spec, options.model_path)
     model = tq.load_fp32_model(spec, fp32)
-    size = spec.input_size
-    sample = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0)).numpy()
+    sample = probe_sample(name, spec)
     applied = {"fp16": "model.half() on CUDA at load", "bf16": "model.to(bfloat16) on CUDA at load",
                "int8dyn": "torchao quantize_(Int8DynamicActivationInt8Weight) at load",
                "compile": "torch.compile(inductor) + CUDA graphs at load"}.get(mode)

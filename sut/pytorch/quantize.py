@@ -83,6 +83,15 @@ def use_x86_engine() -> None:
 # --------------------------------------------------------------------------- FP32 weights
 
 
+def geometry(spec: ModelSpec) -> dict[str, Any]:
+    """The input geometry a spec changes from the square 3-channel default (seeded random
+    weights are calibrated on images of it): only these join the cache keys, so every
+    built-in model keeps its keys."""
+    changes = {"input_width": spec.input_width, "channels": spec.channels}
+    defaults = {"input_width": spec.input_size, "channels": 3}
+    return {k: v for k, v in changes.items() if v != defaults[k]}
+
+
 def fp32_weights(spec: ModelSpec, weights_path: str | Path | None = None) -> Artifact:
     """The FP32 state_dict every torch SUT starts from.
 
@@ -102,7 +111,7 @@ def fp32_weights(spec: ModelSpec, weights_path: str | Path | None = None) -> Art
                               "sha256": identity["sha256"]})
     key = hash_json({"what": "torch-state-dict", "model": spec.name,
                      "num_classes": spec.num_classes, "input_size": spec.input_size,
-                     "weights": identity, "torch": torch.__version__})
+                     **geometry(spec), "weights": identity, "torch": torch.__version__})
 
     def build(folder: Path) -> Artifact:
         t0 = time.perf_counter()
@@ -248,7 +257,10 @@ def static_key(spec: ModelSpec, fp32: Artifact, calibration_hash: str,
     layers = recipe.key() if recipe is not None else {}
     return hash_json({"what": "torch-fx-int8", "model": spec.name, "fp32": fp32.source_hash,
                       "calibration": calibration_hash, "recipe": STATIC_RECIPE,
-                      "torch": torch.__version__, **({"layers": layers} if layers else {})})
+                      "torch": torch.__version__, **({"layers": layers} if layers else {}),
+                      # the FP32 artifact's key holds the class count and the input geometry,
+                      # which seeded random weights (one source hash) depend on
+                      "fp32_key": fp32.key})
 
 
 def build_static_fx(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
@@ -299,11 +311,13 @@ def static_source(key: str) -> tuple[ModelSpec, Artifact, Recipe, np.ndarray] | 
 
 def quantize_static_int8(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
                          calibration_hash: str, recipe: Recipe | None = None) -> Artifact:
-    """INT8 TorchScript of ``fp32``'s model, calibrated on ``calibration`` [N,3,S,S] (cached);
-    ``recipe`` keeps modules in FP32 or damages weights (``recipe`` module)."""
-    if calibration.ndim != 4 or calibration.shape[1] != 3 or len(calibration) == 0:
-        raise ValueError(f"calibration must be a non-empty [N,3,H,W] array, "
-                         f"got {calibration.shape}")
+    """INT8 TorchScript of ``fp32``'s model, calibrated on ``calibration`` [N,C,H,W] (the
+    spec's channels and size; cached); ``recipe`` keeps modules in FP32 or damages weights
+    (``recipe`` module)."""
+    want = (spec.channels, spec.input_size, spec.input_width)
+    if calibration.ndim != 4 or calibration.shape[1:] != want or len(calibration) == 0:
+        raise ValueError(f"calibration must be a non-empty [N,{want[0]},{want[1]},{want[2]}] "
+                         f"array, got {calibration.shape}")
     recipe = recipe or Recipe()
     key = static_key(spec, fp32, calibration_hash, recipe)
     _SOURCES[key] = (spec, fp32, recipe, weakref.ref(calibration))

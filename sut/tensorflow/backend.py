@@ -1,8 +1,9 @@
 """TensorFlow (CPU): ``tf-fp32``, ``tf-xla`` and ``tf-amp`` on the cached SavedModel.
 
 Every SUT wraps the SavedModel's ``serving_default`` signature in one ``tf.function`` with a
-fixed ``[None, S, S, 3]`` float32 input signature, so every batch size reuses one traced graph;
-``tf-xla`` compiles that function with ``jit_compile=True`` (XLA compiles once per batch shape).
+fixed ``[None, H, W, C]`` input signature (the spec's size, channels and input type), so every
+batch size reuses one traced graph; ``tf-xla`` compiles that function with
+``jit_compile=True`` (XLA compiles once per batch shape).
 
 ``tf-amp`` cannot use the Keras mixed-precision policy: a loaded graph has no layers left to
 apply it to. It uses grappler's auto mixed precision rewrite instead (bf16 through oneDNN on the
@@ -152,14 +153,17 @@ def _signature_io(signature: Any, meta: dict[str, Any]) -> tuple[str, str]:
 class TensorFlowBackend(Backend):
     """One ``tf.function`` over the SavedModel's serving signature, shared by all workers."""
 
-    def __init__(self, name: str, artifact: Any, input_size: int, threads: int) -> None:
+    def __init__(self, name: str, artifact: Any, spec: Any, threads: int) -> None:
         self.name = name
         self.precision = module_sut(name, __name__).precision_key
         self.artifact = artifact
         self.model_dir = str(Path(artifact.path).parent)
         self.layout = (artifact.meta or {}).get("layout", "NHWC")
         self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
-        self.input_size = input_size
+        #: the input the spec feeds: height, width, channels and type (raw pixels: uint8)
+        self.input_size = (spec.input_size, spec.input_width)
+        self.channels = spec.channels
+        self.input_dtype = spec.input_dtype
         self.threads = threads
         self.jit = name == "tf-xla"
         self._fn: Any = None
@@ -182,8 +186,9 @@ class TensorFlowBackend(Backend):
                 "grappler": self._grappler}
 
     def _input_shape(self, batch: int | None) -> list[int | None]:
-        size = self.input_size
-        return [batch, size, size, 3] if self.layout == "NHWC" else [batch, 3, size, size]
+        (height, width), channels = self.input_size, self.channels
+        return ([batch, height, width, channels] if self.layout == "NHWC"
+                else [batch, channels, height, width])
 
     def _set_grappler_options(self, device: str) -> None:
         """Mixed precision on for tf-amp (the device's flavour), explicitly off otherwise."""
@@ -222,10 +227,11 @@ class TensorFlowBackend(Backend):
         def serve(images: Any) -> Any:
             return signature(**{input_name: images})[output_name]
 
+        dtype = tf.as_dtype(self.input_dtype)
         self._fn = tf.function(serve, jit_compile=self.jit, input_signature=[
-            tf.TensorSpec(self._input_shape(None), tf.float32, name="images")])
+            tf.TensorSpec(self._input_shape(None), dtype, name="images")])
         self._loaded = loaded  # the signature's variables live as long as the backend
-        probe = tf.zeros(self._input_shape(1), tf.float32)
+        probe = tf.zeros(self._input_shape(1), dtype)
         context.enable_run_metadata()
         context.export_run_metadata()  # drops graphs stored before: only the probe's count
         try:
@@ -293,7 +299,7 @@ class TensorFlowBackend(Backend):
                           "ir_compile_s": round(time.perf_counter() - started, 3)}
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
-        images = self._tf.convert_to_tensor(batch, dtype=self._tf.float32)
+        images = self._tf.convert_to_tensor(batch, dtype=self.input_dtype)
         if self.jit and len(batch) not in self._first_call_s:  # XLA compiles per batch shape
             started = time.perf_counter()
             scores = self._fn(images).numpy()
@@ -388,4 +394,4 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     from quantmark.models.saved_model import export_saved_model
 
     artifact = export_saved_model(spec, options.model_path)
-    return TensorFlowBackend(name, artifact, spec.input_size, options.threads)
+    return TensorFlowBackend(name, artifact, spec, options.threads)

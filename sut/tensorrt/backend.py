@@ -387,7 +387,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     """
     from quantmark.models.qdq import qdq_onnx_for_tensorrt
     from quantmark.models.source import fp32_onnx
-    from quantmark.sut.tensorrt.build import build_engine
+    from quantmark.qsl.preprocess import recipe_for
+    from quantmark.sut.tensorrt.build import build_engine, int8_calibration
 
     sut = module_sut(name, __name__)
     precision = sut.precision_key
@@ -405,14 +406,15 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
         route = "qdq"
     profile = BatchProfile.for_run(options.scenario, options.batch_size)
     data = calibration_hash = None
-    if precision == "int8":
-        if source.precision != "int8":
-            calibration_hash = calibration.hash()
-            data = calibration.arrays("NCHW")
-            if route == "qdq":
-                source = qdq_onnx_for_tensorrt(source, data, calibration_hash)
+    layout = source.meta.get("layout", "NCHW")
+    if precision == "int8" and source.precision != "int8":
+        calibration_hash, data = calibration.hash(), int8_calibration(name, spec, calibration,
+                                                                      layout)
+        if route == "qdq":
+            source = qdq_onnx_for_tensorrt(source, data, calibration_hash)
     artifact = build_engine(source, precision, profile,
                             route=route if precision == "int8" else None,
-                            calibration=data, calibration_hash=calibration_hash)
+                            calibration=data, calibration_hash=calibration_hash,
+                            sample_shape=recipe_for(spec, layout).input_shape())
     return TensorRTBackend(artifact, precision, route if precision == "int8" else None,
                            CONTEXTS.get(options.scenario, 1))

@@ -66,10 +66,12 @@ PLAN_SUFFIX = ".plan"
 
 def engine_cache_key(onnx_key: str, precision: str, profile: BatchProfile, trt_version: str,
                      gpu_name: str, compute_capability: str, calibration_hash: str | None,
-                     route: str | None, layer_recipe: dict[str, Any] | None = None) -> str:
+                     route: str | None, layer_recipe: dict[str, Any] | None = None,
+                     sample_shape: tuple[int, ...] | None = None) -> str:
     """Stable hash of everything that decides an engine; any changed field changes it.
-    ``layer_recipe`` (``Recipe.key()``: layers kept in FP32) joins the key only when non-empty,
-    so the SUT's normal engine keeps the key it always had."""
+    ``layer_recipe`` (``Recipe.key()``: layers kept in FP32) and ``sample_shape`` (the size a
+    user's ONNX with a dynamic height or width is built for) join the key only when given, so
+    the SUT's normal engine keeps the key it always had."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     fields: dict[str, Any] = {
@@ -80,7 +82,33 @@ def engine_cache_key(onnx_key: str, precision: str, profile: BatchProfile, trt_v
     }
     if layer_recipe:
         fields["layer_recipe"] = layer_recipe
+    if sample_shape:
+        fields["sample_shape"] = list(sample_shape)
     return hash_json(fields)
+
+
+def fixed_sample_shape(tensor_shape: tuple[int, ...],
+                       sample_shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """One sample's shape as the engine is built for it: the network input's own dims, its
+    dynamic ones (-1) taken from ``sample_shape`` (the spec's, in the model's layout)."""
+    dims = tuple(tensor_shape)[1:]
+    if -1 not in dims:
+        return dims
+    if sample_shape is None or len(sample_shape) != len(dims):
+        raise SutError(f"TensorRT needs the input's size: the model's input {tuple(tensor_shape)} "
+                       "has dynamic dims besides the batch")
+    return tuple(s if d == -1 else d for d, s in zip(dims, sample_shape, strict=True))
+
+
+def int8_calibration(name: str, spec: Any, calibration: Any, layout: str) -> np.ndarray:
+    """The calibration samples of trt-int8, as the engine's input takes them. Both routes
+    calibrate with float32 batches (the calibrator's buffers, the QDQ quantizer's reader), so a
+    raw-pixel (uint8) model is refused in one line."""
+    if spec.input_dtype != "float32":
+        raise UserError(f"{name}: model {spec.name} takes {spec.input_dtype} pixels, and "
+                        "TensorRT's INT8 calibration feeds float32 batches: run trt-fp16 or "
+                        "trt-fp32, or INT8 with ort-int8, ov-int8 or tflite-int8")
+    return calibration.arrays(layout)
 
 
 # --------------------------------------------------------------------------- batch profile
@@ -191,10 +219,11 @@ def _parse(trt: Any, builder: Any, logger: Any, path: Path) -> tuple[Any, Any]:
     return network, parser
 
 
-def _configure(trt: Any, builder: Any, tensor: Any, precision: str,
-               profile: BatchProfile) -> tuple[Any, BatchProfile]:
+def _configure(trt: Any, builder: Any, tensor: Any, precision: str, profile: BatchProfile,
+               sample_shape: tuple[int, ...] | None = None) -> tuple[Any, BatchProfile]:
     """The builder config: per-layer profiling, the batch profile (a static-batch user ONNX
-    runs its own batch only) and the precision flags (FP32 without TF32; INT8 also FP16)."""
+    runs its own batch only) for ``sample_shape`` and the precision flags (FP32 without TF32;
+    INT8 also FP16)."""
     shape = tuple(tensor.shape)
     built_profile = profile
     if shape[0] != -1:
@@ -202,7 +231,8 @@ def _configure(trt: Any, builder: Any, tensor: Any, precision: str,
     config = builder.create_builder_config()
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     optimisation = builder.create_optimization_profile()
-    optimisation.set_shape(tensor.name, *built_profile.shapes(shape[1:]))
+    optimisation.set_shape(tensor.name, *built_profile.shapes(
+        sample_shape or fixed_sample_shape(shape, None)))
     config.add_optimization_profile(optimisation)
     if precision == "fp32" and hasattr(trt.BuilderFlag, "TF32"):
         config.clear_flag(trt.BuilderFlag.TF32)
@@ -216,10 +246,11 @@ def _configure(trt: Any, builder: Any, tensor: Any, precision: str,
 def _attach_calibrator(builder: Any, config: Any, tensor: Any, calibration: np.ndarray,
                        cache_file: Path) -> tuple[Any, CalibrationBatcher, CalibrationCache]:
     """The entropy calibrator of the calibrator route, fed fixed batches of the calibration
-    set through its own optimisation profile, its cache in ``cache_file``."""
+    set (samples as the model takes them) through its own optimisation profile, its cache in
+    ``cache_file``."""
     batcher = CalibrationBatcher(calibration, CALIBRATION_BATCH)
     calib_profile = builder.create_optimization_profile()
-    fixed = (CALIBRATION_BATCH, *tuple(tensor.shape)[1:])
+    fixed = (CALIBRATION_BATCH, *calibration.shape[1:])
     calib_profile.set_shape(tensor.name, fixed, fixed, fixed)
     config.set_calibration_profile(calib_profile)
     cache = CalibrationCache(cache_file)
@@ -241,14 +272,14 @@ def _serialize(builder: Any, network: Any, config: Any, calibrator: Any, what: s
 
 
 def _engine_meta(onnx_artifact: Artifact, plan: Path, tensor: Any, route: str | None,
-                 built: dict[str, Any]) -> dict[str, Any]:
+                 built: dict[str, Any], sample_shape: tuple[int, ...]) -> dict[str, Any]:
     """What the engine's manifest records: the model facts it keeps from its ONNX, how and for
     what it was built (``built``: TensorRT, GPU, profiles), its input and its hash."""
     meta = {k: v for k, v in onnx_artifact.meta.items()
             if k in ("model", "input_name", "output_name", "layout", "label_offset",
                      "num_classes")}
     meta.update({**built, "input_name": tensor.name,
-                 "sample_shape": list(tuple(tensor.shape)[1:]), "route": route,
+                 "sample_shape": list(sample_shape), "route": route,
                  "onnx_key": onnx_artifact.key, "onnx_file": str(onnx_artifact.path),
                  "build_recipe": BUILD_RECIPE, "sha256": hash_file(plan)})
     return meta
@@ -284,13 +315,14 @@ def _check_request(trt: Any, precision: str, route: str | None, calibration: Any
 
 def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile, *,
                  route: str | None = None, calibration: np.ndarray | None = None,
-                 calibration_hash: str | None = None, recipe: Recipe | None = None) -> Artifact:
-    """The cached TensorRT engine of ``onnx_artifact`` at ``precision`` for ``profile``.
+                 calibration_hash: str | None = None, recipe: Recipe | None = None,
+                 sample_shape: tuple[int, ...] | None = None) -> Artifact:
+    """The cached TensorRT engine of ``onnx_artifact`` at ``precision`` for ``profile`` (and
+    ``sample_shape``, one sample as fed: a user's ONNX may leave its height or width dynamic).
 
-    ``route`` is "calibrator" or "qdq" for INT8 (None otherwise); the calibrator route needs the
-    NCHW float32 ``calibration`` array, both INT8 routes its ``calibration_hash``. ``recipe``
-    keeps its ``exclude`` ONNX nodes in FP32 (``keep_fp32``); TensorRT injects no faults.
-    """
+    ``route`` is "calibrator" or "qdq" for INT8 (None otherwise); the calibrator route needs
+    ``calibration`` (samples as the model takes them), both INT8 routes its hash. ``recipe``
+    keeps its ``exclude`` ONNX nodes in FP32 (``keep_fp32``); TensorRT injects no faults."""
     import tensorrt as trt
 
     layer_recipe = recipe.key() if recipe is not None else {}
@@ -299,7 +331,8 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
     model = onnx_artifact.meta.get("model", onnx_artifact.path.stem)
     key = engine_cache_key(onnx_artifact.key, precision, profile, trt.__version__, gpu,
                            capability, calibration_hash if precision == "int8" else None,
-                           route if precision == "int8" else None, layer_recipe or None)
+                           route if precision == "int8" else None, layer_recipe or None,
+                           sample_shape if "user_file" in onnx_artifact.meta else None)
     calibration_file = (calibration_cache_path(model, onnx_artifact.key, calibration_hash or "",
                                                trt.__version__)
                         if precision == "int8" and route == "calibrator" else None)
@@ -312,7 +345,8 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
         builder = trt.Builder(logger)
         network, _parser = _parse(trt, builder, logger, onnx_artifact.path)
         tensor = network.get_input(0)
-        config, built_profile = _configure(trt, builder, tensor, precision, profile)
+        sample = fixed_sample_shape(tuple(tensor.shape), sample_shape)
+        config, built_profile = _configure(trt, builder, tensor, precision, profile, sample)
         forced = keep_fp32(trt, network, config, recipe.exclude) if layer_recipe else None
         calibrator = batcher = cache = None
         if precision == "int8" and route == "calibrator":
@@ -326,7 +360,8 @@ def build_engine(onnx_artifact: Artifact, precision: str, profile: BatchProfile,
         progress(f"built the TensorRT engine of {model} in {seconds:.1f} s")
         meta = _engine_meta(onnx_artifact, out, tensor, route, {
             "tensorrt": trt.__version__, "gpu": gpu, "compute_capability": capability,
-            "profile": built_profile.to_json(), "requested_profile": profile.to_json()})
+            "profile": built_profile.to_json(), "requested_profile": profile.to_json()},
+            sample)
         if forced is not None:
             meta["layer_recipe"] = {**layer_recipe, "fp32_layers": forced}
         if cache is not None:

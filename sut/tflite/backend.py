@@ -288,7 +288,8 @@ class TFLiteBackend(Backend):
 
     def _to_input(self, batch: np.ndarray) -> np.ndarray:
         dtype = np.dtype(self._input["dtype"])
-        if dtype == np.float32 or batch.dtype == dtype:  # float model, or encoded at load
+        # a float model, samples encoded at load, or a raw-pixel model's unquantized uint8
+        if dtype == np.float32 or batch.dtype == dtype or not self._input["scale"]:
             return np.ascontiguousarray(batch, dtype=dtype)
         return quantize(batch, self._input["scale"], self._input["zero_point"], dtype)
 
@@ -329,6 +330,8 @@ class TFLiteBackend(Backend):
             "delegate": "XNNPACK (default)", "threads": self.threads, "invoke": self.invoke,
             "input": ("float32, copied into the interpreter's input"
                       if self._input["dtype"] == "float32" else
+                      f"{self._input['dtype']} pixels as the QSL gives them (unquantized input)"
+                      if not self._input["scale"] else
                       f"{self._input['dtype']}, quantized by the QSL at load (untimed)"
                       if self.quantize_at == "at-load" else
                       f"{self._input['dtype']}, quantized in every predict (timed)"),

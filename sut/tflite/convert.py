@@ -39,6 +39,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.exported import read_record, verify_record
+from quantmark.models.native_input import check_dtype, input_layout, show, wanted
 from quantmark.models.saved_model import tensorflow_version
 from quantmark.sut.info import SutInfo
 from quantmark.sut.layers import Recipe
@@ -167,28 +168,29 @@ def executed_precision(summary: dict[str, Any]) -> str:
     return "fp32"
 
 
-def _layout(shape: list[int], size: int) -> str | None:
-    if len(shape) != 4:
-        return None
-    if shape[3] == 3 and shape[1] in (size, -1) and shape[2] in (size, -1):
-        return "NHWC"
-    if shape[1] == 3 and shape[2] in (size, -1) and shape[3] in (size, -1):
-        return "NCHW"
-    return None
+def _input_layout(inp: dict[str, Any], spec: Any, where: str) -> str:
+    """The layout of the model's input for ``spec`` (its channels, height and width) and its
+    type: float32, an int8/uint8 input quantized per tensor (a full-integer model's float
+    input), or a raw-pixel model's unquantized uint8; UserError (one line) otherwise."""
+    dims = [None if d == -1 else int(d) for d in inp["shape_signature"]]
+    if inp["dtype"] not in INPUT_TYPES or inp["per_channel"]:
+        raise UserError(f"{where} input {inp['name']!r} is {inp['dtype']} {show(dims)}; expected "
+                        "float32, int8 or uint8 (per-tensor quantized): re-export the classifier")
+    layout = input_layout(dims, spec, where)
+    # a quantized input takes float values (quantized on the way in); an unquantized uint8
+    # one takes the pixels as they are
+    takes = "float32" if inp["dtype"] == "float32" or inp["scale"] else inp["dtype"]
+    check_dtype(takes, spec, where, dims)
+    return layout
 
 
 def model_io(summary: dict[str, Any], spec: Any, where: str) -> dict[str, Any]:
     """Layout, class output and batch of a model for ``spec``; UserError (one line) if unfit."""
-    size = spec.input_size
     if len(summary["inputs"]) != 1:
         raise UserError(f"{where} has {len(summary['inputs'])} inputs; expected one image input "
-                        f"[N,{size},{size},3]")
+                        f"of {wanted(spec)}")
     inp = summary["inputs"][0]
-    layout = _layout(inp["shape_signature"], size)
-    if layout is None or inp["dtype"] not in INPUT_TYPES or inp["per_channel"]:
-        raise UserError(f"{where} input {inp['name']!r} is {inp['dtype']} "
-                        f"{inp['shape_signature']}; expected float32, int8 or uint8 (per-tensor "
-                        f"quantized) [N,{size},{size},3]: re-export the classifier for this size")
+    layout = _input_layout(inp, spec, where)
     accepted = (spec.num_classes, spec.num_classes + 1)
     output = next((o for o in summary["outputs"] if len(o["shape_signature"]) == 2
                    and o["shape_signature"][1] in accepted and o["dtype"] in INPUT_TYPES
@@ -300,8 +302,8 @@ def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
         assert calibration is not None
 
         def representative() -> Any:
-            for sample in calibration:
-                yield [np.ascontiguousarray(sample[None], dtype=np.float32)]
+            for sample in calibration:  # as given: the model's layout and input type
+                yield [np.ascontiguousarray(sample[None])]
 
         converter.representative_dataset = representative
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -355,7 +357,7 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
             raise UserError(f"--model-path {saved.meta['user_file']}: the SavedModel has a "
                             f"static batch of {batch}; save it with a dynamic batch (None)")
         meta = {k: v for k, v in saved.meta.items()
-                if k in ("model", "layout", "label_offset", "num_classes")}
+                if k in ("model", "layout", "label_offset", "num_classes", "channels")}
         meta.update({
             "saved_model_key": saved.key, "tensorflow": tensorflow_version(),
             "recipe": RECIPES[precision], "file_precision": file_precision(summary),

@@ -53,8 +53,8 @@ def random_net(name: str) -> nn.Module:
 
 def test_seed_study_model_set_and_order() -> None:
     assert MODEL_NAMES == ("vgg16", "vgg19", "resnet50", "mobilenetv1", "mobilenetv2",
-                           "densenet121", "densenet201", "efficientnetb0", "efficientnet-lite1",
-                           "efficientnet-lite2", "efficientnet-lite0")
+                           "densenet121", "densenet201", "digits-cnn", "efficientnetb0",
+                           "efficientnet-lite1", "efficientnet-lite2", "efficientnet-lite0")
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))

@@ -98,9 +98,10 @@ def test_user_onnx_errors(tmp_path: Path) -> None:
     cases = {
         tmp_path / "missing.onnx": "not found",
         corrupt: "not a valid ONNX",
-        _tiny_onnx(tmp_path / "small.onnx", ["N", 3, 128, 128], ["N", 1000]): "input",
+        _tiny_onnx(tmp_path / "small.onnx", ["N", 3, 128, 128], ["N", 1000]): "3x128x128",
         _tiny_onnx(tmp_path / "rank.onnx", ["N", 3 * 224 * 224], ["N", 1000]): "input",
-        _tiny_onnx(tmp_path / "out.onnx", ["N", 3, 224, 224], ["N", 10]): "no float output",
+        _tiny_onnx(tmp_path / "out.onnx", ["N", 3, 224, 224], ["N", 10]): "outputs 10 classes",
+        _tiny_onnx(tmp_path / "vec.onnx", ["N", 3, 224, 224], ["N"]): "no float [N, classes]",
     }
     for path, words in cases.items():
         with pytest.raises(UserError) as err:

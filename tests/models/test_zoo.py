@@ -26,7 +26,7 @@ from tests.models.helpers import photo_crops, preprocess
 
 def test_zoo_names_and_specs() -> None:
     assert set(MODEL_NAMES) == {"vgg16", "vgg19", "resnet50", "mobilenetv1", "mobilenetv2",
-                                "densenet121", "densenet201", "efficientnetb0",
+                                "densenet121", "densenet201", "digits-cnn", "efficientnetb0",
                                 "efficientnet-lite0", "efficientnet-lite1", "efficientnet-lite2"}
     assert DEFAULT_MODEL in MODEL_NAMES
     assert get_model("resnet50").mlperf_name == "resnet50"

@@ -85,3 +85,55 @@ def test_geometry_key_ignores_normalisation() -> None:
     )
     with pytest.raises(ValueError):
         PreprocessRecipe(layout="CHW")  # type: ignore[arg-type]
+
+
+def _photo(tmp_path: Path, w: int, h: int) -> Path:
+    """A gradient photo: red grows left to right, green top to bottom, blue constant."""
+    pixels = np.zeros((h, w, 3), np.uint8)
+    pixels[..., 0] = np.linspace(0, 255, w, dtype=np.uint8)[None, :]
+    pixels[..., 1] = np.linspace(0, 255, h, dtype=np.uint8)[:, None]
+    pixels[..., 2] = 40
+    path = tmp_path / f"p{w}x{h}.png"
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+def test_a_non_square_crop_and_the_stretch_rule(tmp_path: Path) -> None:
+    wide = _photo(tmp_path, 400, 100)
+    recipe = PreprocessRecipe(resize_short=64, crop=48, crop_width=96)
+    assert decode_and_crop(wide, recipe).shape == (48, 96, 3)
+    # a portrait photo is grown until the wide crop fits inside it
+    tall = _photo(tmp_path, 100, 400)
+    assert decode_and_crop(tall, recipe).shape == (48, 96, 3)
+    stretch = PreprocessRecipe(crop=8, crop_width=12, resize_rule="stretch", resize_short=8)
+    out = decode_and_crop(wide, stretch)
+    assert out.shape == (8, 12, 3)
+    assert out[0, 0, 0] < 40 and out[0, -1, 0] > 215  # the whole width kept, not cropped
+
+
+def test_grayscale_bgr_and_uint8_inputs() -> None:
+    rgb = np.zeros((2, 4, 5, 3), np.uint8)
+    rgb[..., 0], rgb[..., 1], rgb[..., 2] = 200, 100, 10
+    gray = PreprocessRecipe(crop=4, crop_width=5, resize_short=4, channels=1, mean=(0.0,),
+                            std=(1.0,))
+    out = normalise(rgb, gray)
+    assert out.shape == (2, 1, 4, 5)
+    assert out[0, 0, 0, 0] == pytest.approx(0.299 * 200 + 0.587 * 100 + 0.114 * 10, rel=1e-5)
+    bgr = PreprocessRecipe(crop=4, crop_width=5, resize_short=4, channel_order="BGR",
+                           mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), layout="NHWC")
+    assert normalise(rgb, bgr)[0, 0, 0].tolist() == [10.0, 100.0, 200.0]
+    raw = PreprocessRecipe(crop=4, crop_width=5, resize_short=4, dtype="uint8",
+                           mean=(0.0,), std=(1.0,))
+    pixels = normalise(rgb, raw)
+    assert pixels.dtype == np.uint8 and pixels.shape == (2, 3, 4, 5)
+    assert pixels[0, :, 0, 0].tolist() == [200, 100, 10]
+    assert gray.input_shape(3) == (3, 1, 4, 5)
+
+
+def test_default_recipes_keep_their_cache_keys() -> None:
+    """A recipe that changes none of the new fields hashes as before (its caches stay)."""
+    recipe = PreprocessRecipe()
+    assert recipe.geometry_key() == PreprocessRecipe(crop_width=0).geometry_key()
+    assert recipe.key() != PreprocessRecipe(channel_order="BGR").key()
+    assert recipe.geometry_key() != PreprocessRecipe(crop_width=200).geometry_key()
+    assert recipe.geometry_key() == PreprocessRecipe(channel_order="BGR").geometry_key()

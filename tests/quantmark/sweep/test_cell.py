@@ -17,11 +17,14 @@ from quantmark.sweep.plan import Cell, SweepSpec, build_spec, cells
 def _spec(tmp_path: Path) -> SweepSpec:
     model = tmp_path / "mine.onnx"
     model.write_bytes(b"onnx")
+    labels = tmp_path / "labels.txt"
+    labels.write_text("cat\ndog\n")
     return build_spec({"models": "mobilenetv2", "suts": "ov-int8", "scenarios": "Offline",
                        "batch_sizes": "4", "official": True, "threads": 3, "workers": 2,
                        "model_path": str(model), "sut_option": ["ov_api=async"],
                        "user_conf": "u.conf", "calibration_list": "c.txt",
-                       "dataset_path": None, "seconds": 2.5})
+                       "dataset_path": None, "seconds": 2.5, "num_classes": 2,
+                       "preprocess": "cifar10", "mean": "0.5", "labels": str(labels)})
 
 
 def test_the_cell_runs_with_the_sweeps_run_settings_and_its_options(tmp_path):
@@ -41,12 +44,16 @@ def test_every_run_setting_reaches_a_cell_unless_a_sweep_never_sets_it(tmp_path)
     spec = _spec(tmp_path)
     cell = Cell("mobilenetv2", "ov-int8", "SingleStream", 4, repeat=2, mode="accuracy",
                 ensemble="x@ov-int8,y@ov-int8", ensemble_mode="concurrent",
-                sut_options=(("ov_api", "async"),))
+                sut_options=(("ov_api", "async"),), input_size="96", dataset=str(tmp_path))
     config = cell_config(tmp_path, spec, cell)
     default = RunConfig(scenario="", sut="", model="")
     unset = [f.name for f in fields(RunConfig) if f.name not in NOT_SWEPT
              and getattr(config, f.name) == getattr(default, f.name)]
-    assert unset == ["dataset_path"]  # None here: the built-in dataset
+    assert unset == []
+    assert (config.input_size, config.dataset_path, config.num_classes) == \
+        ("96", str(tmp_path), 2)
+    assert config.preprocess == {"preset": "cifar10", "mean": "0.5"}
+    assert config.labels == spec.labels
     assert set(NOT_SWEPT) <= {f.name for f in fields(RunConfig)}
 
 

@@ -373,7 +373,7 @@ def test_user_ir_static_batch_and_background_class(tmp_path: Path,
 @pytest.mark.parametrize("bad,match", [
     ("weights.h5", "accepted|take a torch state_dict"),
     ("missing.xml", "not found"),
-    ("wrong-input.xml", "expected f32"),
+    ("wrong-input.xml", r"takes 3x64x64 .* feeds float32 3x32x32 .*--input-size 64x64"),
     ("wrong-output.xml", "no float output"),
     ("garbage.xml", "not a readable OpenVINO IR"),
     ("ir-weights.bin", "weights half of an OpenVINO IR"),

@@ -222,7 +222,7 @@ def test_threads_after_runtime_started(fp32: tf_sut.TensorFlowBackend,
 def test_fp32_refuses_onednn_fpmath(fp32: tf_sut.TensorFlowBackend,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """oneDNN's implicit bf16 leaves the graph's dtypes float32: refuse it up front."""
-    backend = tf_sut.TensorFlowBackend("tf-fp32", fp32.artifact, DIGITS_SPEC.input_size, 0)
+    backend = tf_sut.TensorFlowBackend("tf-fp32", fp32.artifact, DIGITS_SPEC, 0)
     monkeypatch.setenv("TF_SET_ONEDNN_FPMATH_MODE", "BF16")
     with pytest.raises(SutError, match="TF_SET_ONEDNN_FPMATH_MODE=BF16"):
         backend.load()

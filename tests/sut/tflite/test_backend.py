@@ -299,7 +299,8 @@ def test_bad_tflite_is_a_one_line_user_error(tmp_path, backends) -> None:
     cases = [(garbage, DIGITS_SPEC, "not a TFLite model"),
              (tmp_path / "missing.tflite", DIGITS_SPEC, "not found"),
              (backends["tflite-fp32"].artifact.path,
-              dataclasses.replace(DIGITS_SPEC, input_size=64), "expected float32")]
+              dataclasses.replace(DIGITS_SPEC, input_size=64, input_width=64),
+              r"takes 3x32x32 .* feeds float32 3x64x64 .*--input-size 32x32")]
     for path, spec, message in cases:
         with pytest.raises(UserError, match=message) as error:
             load_user_tflite(path, spec)
