@@ -100,6 +100,6 @@ def write_member_logs(folder: Path, indices: np.ndarray, probs: np.ndarray, work
     temporary = folder / "probabilities.tmp.npz"
     np.savez(temporary, qsl_idx=indices, probabilities=probs)
     temporary.replace(folder / "probabilities.npz")
-    for name in ("val_map.txt", "val_groups.txt"):  # the samples' images and their sources
+    for name in ("val_map.txt", "val_groups.txt", "classes.txt"):  # images, sources, names
         if (work / name).is_file():
             shutil.copyfile(work / name, folder / name)
