@@ -163,7 +163,7 @@ def test_lean_install_bad_input_is_one_line_each(lean_python, exported, tmp_path
     assert made.returncode == 0, made.stderr[-2000:]
     _one_line(lean_cli(lean_python, "--scenario", "Offline", "--sut", "tflite-fp32", "--model",
                        "mobilenetv2", "--model-path", str(small), *common),
-              "[-1, 160, 160, 3]", "re-export the classifier for this size")
+              "[?,160,160,3]", "feeds float32 3x224x224", "pass --input-size 160x160")
     results = tmp_path / "r"
     results.mkdir(exist_ok=True)
     _one_line(lean_cli(lean_python, "report", str(results), "--output", str(tmp_path / "rep")),
