@@ -110,8 +110,9 @@ def _shape(layer: LayerOutput) -> tuple[int, ...]:
 
 
 #: what an op computes, by a word in its name, whatever the framework calls it (Conv, Conv2d,
-#: ConvReLU2d, CONV_2D, GroupConvolution; Gemm, Linear, FULLY_CONNECTED ...): first word wins
-_KINDS = (("matmul", ("matmul", "gemm", "linear", "fully_connected")), ("conv", ("conv",)),
+#: ConvReLU2d, CONV_2D, GroupConvolution; Gemm, Linear, FULLY_CONNECTED ...): first word wins,
+#: so conv comes first (ONNX Runtime's QLinearConv holds "linear")
+_KINDS = (("conv", ("conv",)), ("matmul", ("matmul", "gemm", "linear", "fully_connected")),
           ("add", ("add",)), ("mul", ("mul",)), ("pool", ("pool",)),
           ("mean", ("mean", "reduce")))
 

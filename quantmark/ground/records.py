@@ -260,6 +260,29 @@ class TrainBenchRecord(Record):
 
 
 @dataclass(kw_only=True)
+class ProfileRecord(Record):
+    """``run.py profile``'s ``results.json``: where a SUT's time goes, layer by layer."""
+
+    KIND: ClassVar[str] = "profile"
+    model: str
+    sut: str
+    against: str
+    batch_size: int
+    iterations: int
+    warmup: int
+    unsupported: dict[str, Any] = field(default_factory=dict)
+    test: dict[str, Any] | None = None
+    reference: dict[str, Any] | None = None
+    layers: list[Any] = field(default_factory=list)
+    slower: list[Any] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    system_id: str = ""
+    machine: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    times: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
 class SweepManifest(Record):
     """A sweep's ``sweep.json``: the settings it measures with, its spec, every cell's entry."""
 
@@ -270,7 +293,8 @@ class SweepManifest(Record):
 
 
 KINDS: dict[str, type[Record]] = {cls.KIND: cls for cls in (
-    RunRecord, InterferenceRecord, DiagnosisRecord, TrainBenchRecord, SweepManifest)}
+    RunRecord, InterferenceRecord, DiagnosisRecord, TrainBenchRecord, ProfileRecord,
+    SweepManifest)}
 
 
 def _from_schema_1(data: dict[str, Any], kind: str) -> dict[str, Any]:

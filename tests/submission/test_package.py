@@ -18,7 +18,7 @@ from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
-def passing_results(quick_all_tests, tmp_path_factory) -> Path:
+def passing_results(quick_all_tests, photo_subset, tmp_path_factory) -> Path:
     """The quick all-tests results with every compliance test passed. A timing check of two
     short runs can fail on a busy machine with nothing cached; a submitter reruns that test,
     and so do we (at most twice) before packaging."""
@@ -33,6 +33,7 @@ def passing_results(quick_all_tests, tmp_path_factory) -> Path:
                 break
             run_cli("--audit", test, "--scenario", "Offline", "--sut", "ort-int8", "--model",
                     "resnet50", "--user-conf", str(out.parent / "all-tests.conf"),
+                    "--dataset-path", str(photo_subset),
                     "--output", str(copy), timeout=600)
     return copy
 
@@ -90,7 +91,7 @@ def test_closed_needs_resnet50_at_target_on_full_imagenet(results, tmp_path):
     runs = find_scenarios(results)
     problems = " | ".join(scenario_problems(runs[0], "closed", require_official=False))
     assert "under the closed target 75.6954%" in problems  # random weights
-    assert "scores all 50000 ImageNet validation images, this run scored 1536" in problems
+    assert "scores all 50000 ImageNet validation images, this run scored 231" in problems
     with pytest.raises(UserError, match="under the closed target"):
         package(results, submitter="Acme", division="closed", output=tmp_path / "sub",
                 require_official=False)
@@ -148,7 +149,10 @@ def test_tree_has_every_required_file(results, tmp_path):
 
     measurements = json.loads((leaf / "measurements.json").read_text())
     assert measurements["weight_data_types"] == "int8"
-    assert "calibrated on 256 images" in measurements["weight_transformations"]
+    # the 256-crop folder holds out a tenth of itself for calibration (the built-in photos
+    # have a calibration split of their own)
+    assert "calibrated on 25 images (held out from dataset" in \
+        measurements["weight_transformations"]
     assert all(measurements.values())
 
     full = scenario(results) / "accuracy" / "mlperf_log_accuracy.json"

@@ -38,11 +38,12 @@ def short_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def accuracy_run(tmp_path_factory, quantmark_cache) -> Path:
-    """The ensemble's accuracy run (it also builds and caches every member's artifact)."""
+def accuracy_run(tmp_path_factory, quantmark_cache, photo_subset) -> Path:
+    """The ensemble's accuracy run on 256 of the built-in crops (it also builds and caches
+    every member's artifact, calibrated on that folder: the quick runs use it too)."""
     out = tmp_path_factory.mktemp("ensemble-accuracy")
     proc = run_cli("--scenario", "Offline", "--mode", "accuracy", "--ensemble", MEMBERS,
-                   "--output", str(out), timeout=1500)
+                   "--dataset-path", str(photo_subset), "--output", str(out), timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ensemble (mean)" in proc.stdout
     return next(out.glob(f"*-ensemble-sequential/{NAME}/Offline/accuracy"))
@@ -93,13 +94,14 @@ def test_the_combined_class_is_the_argmax_of_the_members_mean_probabilities(accu
                                                 ("SingleStream", "sequential"),
                                                 ("Server", "concurrent")])
 @pytest.mark.slow
-def test_quick_runs_are_valid(accuracy_run, short_conf, tmp_path, scenario, mode):
+def test_quick_runs_are_valid(accuracy_run, short_conf, photo_subset, tmp_path, scenario, mode):
     baselines = [] if scenario == "Offline" else ["--no-baselines"]
     # Server's 700 queries at 30% of the ensemble's capacity take ~4x an Offline run: its two
     # fastest members (two frameworks, two geometries) keep concurrency the point, at CI's cost
     members = SERVER_MEMBERS if scenario == "Server" else MEMBERS
     proc = run_cli("--scenario", scenario, "--ensemble", members, "--ensemble-mode", mode,
-                   "--user-conf", str(short_conf), "--output", str(tmp_path), *baselines)
+                   "--user-conf", str(short_conf), "--dataset-path", str(photo_subset),
+                   "--output", str(tmp_path), *baselines)
     assert proc.returncode == 0, proc.stderr[-3000:]
     modes = ["sequential", "concurrent"] if mode == "both" else [mode]
     for name in modes:
