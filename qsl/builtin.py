@@ -30,7 +30,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -173,15 +173,18 @@ def builtin_dataset_root() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
         generate(tmp, photos, cal_photos, EVAL_COUNT, CAL_COUNT)
-        _install(tmp, root)
+        install(tmp, root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
-def _install(tmp: Path, root: Path) -> None:
+def install(tmp: Path, root: Path, check: Callable[[Path], str | None] | None = None,
+            what: str = "built-in dataset") -> None:
     """Rename ``tmp`` to ``root``, moving a damaged ``root`` aside first. Another process may
-    race to do the same: generation is deterministic, so whichever copy lands is the same."""
+    race to do the same: generation is deterministic, so whichever copy lands is the same
+    (``check``, default ``verify``: None when a folder is a good copy)."""
+    check = check or verify
     for _ in range(3):
         try:
             os.rename(tmp, root)
@@ -189,7 +192,7 @@ def _install(tmp: Path, root: Path) -> None:
         except OSError:
             if not root.exists():
                 raise
-        if verify(root) is None:  # another process has just put a good copy there
+        if check(root) is None:  # another process has just put a good copy there
             return
         stale = Path(tempfile.mkdtemp(prefix=f".{root.name}.stale.", dir=root.parent))
         try:
@@ -198,7 +201,7 @@ def _install(tmp: Path, root: Path) -> None:
             pass
         finally:
             shutil.rmtree(stale, ignore_errors=True)
-    raise OSError(f"cannot replace the damaged built-in dataset {root}; delete it")
+    raise OSError(f"cannot replace the damaged {what} {root}; delete it")
 
 
 def verify(root: Path) -> str | None:

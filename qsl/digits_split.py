@@ -35,7 +35,7 @@ from quantmark.ground.fingerprint import dist_version
 from quantmark.ground.hashing import atomic_write_json, hash_file, hash_json
 from quantmark.ground.paths import cache_dir
 
-from .builtin import CAL_MAP, CONTENTS, verify
+from .builtin import CAL_MAP, CONTENTS, install, verify
 from .groups import VAL_GROUPS
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def digits_dataset_root() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{top.name}.", dir=top.parent))
     try:
         write_tree(tmp, load_split())
-        _install(tmp, top)
+        install(tmp, top, verify_tree, "built-in digits dataset")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return top / HELD_OUT
@@ -212,23 +212,3 @@ def write_tree(folder: Path, split: DigitsSplit) -> None:
     atomic_write_json(folder / CONTENTS, {"files": files, "sha256": hash_json(files, 64)})
 
 
-def _install(tmp: Path, top: Path) -> None:
-    """Rename ``tmp`` to ``top``, moving a damaged ``top`` aside first. A racing process writes
-    the same bytes (the split is deterministic), so whichever copy lands is the same."""
-    for _ in range(3):
-        try:
-            os.rename(tmp, top)
-            return
-        except OSError:
-            if not top.exists():
-                raise
-        if verify_tree(top) is None:  # another process has just put a good copy there
-            return
-        stale = Path(tempfile.mkdtemp(prefix=f".{top.name}.stale.", dir=top.parent))
-        try:
-            os.rename(top, stale)  # onto the empty folder
-        except FileNotFoundError:
-            pass
-        finally:
-            shutil.rmtree(stale, ignore_errors=True)
-    raise OSError(f"cannot replace the damaged built-in digits dataset {top}; delete it")

@@ -164,26 +164,33 @@ class OpenVinoBackend(Backend):
             config[props.inference_num_threads] = self.threads
         return config
 
-    def load(self) -> None:
-        import openvino as ov
-        import openvino.properties as props
-        import openvino.properties.hint as hints
-
+    def prepared_model(self, core: Any, static_batch: int | None) -> Any:
+        """The IR as this SUT compiles it: a dynamic height or width set to the run's size, the
+        batch static (``static_batch``: SingleStream's) or dynamic. The profiler compiles the
+        same model."""
         from quantmark.sut.openvino.convert import (
             fix_spatial_dims,
             make_batch_dynamic,
             make_batch_static,
         )
 
+        model = core.read_model(self.model_path)
+        if self._input_hw:  # a user's IR with a dynamic height or width: the run's size
+            fix_spatial_dims(model, self._input_hw, self.layout)
+        if static_batch:
+            make_batch_static(model, static_batch)
+        else:
+            make_batch_dynamic(model)
+        return model
+
+    def load(self) -> None:
+        import openvino as ov
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+
         core = ov.Core()
         try:
-            model = core.read_model(self.model_path)
-            if self._input_hw:  # a user's IR with a dynamic height or width: the run's size
-                fix_spatial_dims(model, self._input_hw, self.layout)
-            if self.static_batch:
-                make_batch_static(model, self.static_batch)
-            else:
-                make_batch_dynamic(model)
+            model = self.prepared_model(core, self.static_batch)
             self._compiled = core.compile_model(model, "CPU", self._config())
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses
             raise SutError(f"openvino could not compile {self.model_path}: {exc}") from exc

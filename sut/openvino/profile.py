@@ -57,21 +57,10 @@ def _compile(backend: Any, batch: int) -> tuple[Any, dict[str, list[str]], str]:
     import openvino.properties as props
 
     from quantmark.sut.openvino.backend import _text
-    from quantmark.sut.openvino.convert import (
-        fix_spatial_dims,
-        make_batch_dynamic,
-        make_batch_static,
-    )
 
     core = ov.Core()
-    try:
-        model = core.read_model(backend.model_path)
-        if backend._input_hw:
-            fix_spatial_dims(model, backend._input_hw, backend.layout)
-        if backend.static_batch:  # SingleStream's static shape, at the profiled batch
-            make_batch_static(model, batch)
-        else:
-            make_batch_dynamic(model)
+    try:  # SingleStream's static shape, at the profiled batch
+        model = backend.prepared_model(core, batch if backend.static_batch else None)
         types = {op.get_friendly_name(): op.get_type_name() for op in model.get_ops()}
         config = {**backend._config(), props.enable_profiling: True}
         compiled = core.compile_model(model, "CPU", config)
