@@ -24,7 +24,9 @@ FOLDER_PREFIX = "diagnose-"  # <output>/<host-sut>/<model>/diagnose-<against>/
 LAYER_COLUMNS = ("index", "name", "op_type", "precision", "reference", "reference_precision",
                  "matched_by", "shape", "sqnr_db", "cosine", "lost_db", "worst_rank")
 RECOVERY_COLUMNS = ("label", "k", "top1", "top1_change", "samples_per_s", "speed_vs_k0",
-                    "speed_lost_pct", "top1_per_speed_point", "disturbed_rounds", "excluded")
+                    "speed_lost_pct", "top1_per_speed_point", "ms_per_batch", "predicted_ms",
+                    "prediction_error_pct", "top1_per_ms", "disturbed_rounds", "excluded",
+                    "recover_by", "excluded_cost_ms")
 
 
 def load(folders: list[str | Path]) -> list[DiagnosisRecord]:
@@ -93,19 +95,55 @@ def _interval(value: dict[str, Any] | None, key: str, fmt: str) -> str:
                                                      f"{fmt.format(high)}]"
 
 
+def _number(value: float | None, fmt: str) -> str:
+    return "" if value is None else fmt.format(value)
+
+
 def recovery_cells(row: dict[str, Any]) -> list[str]:
-    ratio = row.get("top1_per_speed_point")
+    """A curve point as the tables show it (a record written before the latency columns
+    leaves them empty)."""
     flag = f" ({row['disturbed_rounds']} disturbed)" if row.get("disturbed_rounds") else ""
     return [row["label"], "" if row["k"] is None else str(row["k"]), f"{row['top1']:.2f}",
             _interval(row.get("top1_change_vs_k0"), "points", "{:+.2f}"),
             _interval(row["samples_per_s"], "median", "{:.1f}") + flag,
             _interval(row["speed_vs_k0"], "ratio", "{:.3f}"),
-            f"{row['speed_lost_pct']:.1f}", "" if ratio is None else f"{ratio:.2f}",
+            f"{row['speed_lost_pct']:.1f}", _number(row.get("top1_per_speed_point"), "{:.2f}"),
+            _interval(row.get("ms_per_batch"), "median", "{:.3f}"),
+            _number(row.get("predicted_ms"), "{:.3f}") or (
+                "unknown" if row.get("prediction_unknown") else ""),
+            _number(row.get("prediction_error_pct"), "{:+.1f}"),
+            _number(row.get("top1_per_ms"), "{:.2f}"),
             str(row.get("disturbed_rounds", 0)), " ".join(row.get("excluded", []))]
 
 
 def recovery_csv(record: DiagnosisRecord) -> str:
-    return _csv(RECOVERY_COLUMNS, [recovery_cells(row) for row in record.recovery["rows"]])
+    recovery = record.recovery or {}
+    cost = {c["name"]: c["cost_ms"] for c in recovery.get("candidates", [])}
+    return _csv(RECOVERY_COLUMNS, [
+        recovery_cells(row) + [recovery.get("recover_by", "accuracy"), " ".join(
+            f"{name}={_number(cost.get(name), '{:.4f}') or 'unknown'}"
+            for name in row.get("excluded", []))] for row in recovery["rows"]])
+
+
+COST_HEADER = ["order", "layer", "op", "lost dB", "INT8 ms", "float ms", "cost ms",
+               "dB per ms", "matched by", "unknown because"]
+
+
+def cost_rows(record: DiagnosisRecord) -> list[list[str]]:
+    """Each candidate layer of the recovery in the order used, with its cost in ms of being
+    kept in float (time in the reference minus time in the INT8 model, per batch)."""
+    return [[str(rank), c["name"], c["op_type"], f"{c['lost_db']:.1f}",
+             _number(c.get("int8_ms"), "{:.4f}"), _number(c.get("float_ms"), "{:.4f}"),
+             _number(c.get("cost_ms"), "{:+.4f}") or "unknown",
+             _number(c.get("db_per_ms"), "{:.1f}"), c.get("matched_by", ""), c.get("why", "")]
+            for rank, c in enumerate((record.recovery or {}).get("candidates", []), start=1)]
+
+
+def cost_title(record: DiagnosisRecord) -> str:
+    recovery = record.recovery or {}
+    by = recovery.get("recover_by", "accuracy")
+    return (f"Recovery candidates priced in ms (batch {recovery.get('batch_size')}), ordered "
+            + ("by SQNR recovered per ms of cost" if by == "ms" else "by SQNR lost"))
 
 
 def worst_rows(record: DiagnosisRecord) -> list[list[str]]:
@@ -124,8 +162,9 @@ def worst_rows(record: DiagnosisRecord) -> list[list[str]]:
 WORST_HEADER = ["rank", "layer", "op", "precision", "SQNR dB", "lost dB", "cosine",
                 "matched by"]
 RECOVERY_HEADER = ["model", "K", "top-1 %", "change vs K=0 [95%]", "samples/s [95%]",
-                   "x K=0 [95%]", "speed lost %", "top-1 pt per speed pt", "disturbed",
-                   "kept in FP32"]
+                   "x K=0 [95%]", "speed lost %", "top-1 pt per speed pt",
+                   "ms/batch [95%]", "predicted ms", "prediction error %", "top-1 pt per ms",
+                   "disturbed", "kept in FP32"]
 
 
 def agreement(records: list[DiagnosisRecord], top: int = 6) -> list[tuple[str, list[str],
@@ -178,6 +217,23 @@ def summary_lines(record: DiagnosisRecord) -> list[str]:
         lines.append(f"recovery keeps layers in FP32 with {record.exclusion}")
     if record.recovery_failed:
         lines.append(f"RECOVERY FAILED: {record.recovery_failed}")
+    return lines + cost_lines(record.recovery or {})
+
+
+def cost_lines(recovery: dict[str, Any]) -> list[str]:
+    """The curve's order, and the candidates whose cost is unknown, in a line each."""
+    if "candidates" not in recovery:
+        return []
+    by = recovery.get("recover_by", "accuracy")
+    lines = [f"recovery order: --recover-by {by} ("
+             + ("SQNR recovered per ms of predicted cost, most first" if by == "ms"
+                else "SQNR lost, most first") + "): " + ", ".join(recovery.get("order", []))]
+    unknown = [c for c in recovery["candidates"] if c.get("cost_ms") is None]
+    if unknown:
+        why = recovery.get("costs", {}).get("why_unknown") or unknown[0].get("why", "")
+        lines.append(f"recovery cost unknown for {len(unknown)} of "
+                     f"{len(recovery['candidates'])} candidate layers"
+                     + (f" (first: {unknown[0]['name']}: {why})" if why else ""))
     return lines
 
 
@@ -198,6 +254,9 @@ def markdown(record: DiagnosisRecord, level: str = "##", figure_link: bool = Tru
                       f"{record.recovery['rounds']} interleaved speed rounds)", ""]
         lines += _md_table(RECOVERY_HEADER, [recovery_cells(r) for r in
                                              record.recovery["rows"]])
+        if cost_rows(record):
+            lines += ["", f"{level}# {cost_title(record)}", ""] + _md_table(COST_HEADER,
+                                                                        cost_rows(record))
     if record.figure and figure_link:
         lines += ["", f"![diagnosis]({record.figure})"]
     return lines
@@ -231,6 +290,9 @@ def to_html(record: DiagnosisRecord) -> str:
     if record.recovery:
         parts.append(table(RECOVERY_HEADER, [recovery_cells(r)
                                              for r in record.recovery["rows"]]))
+        if cost_rows(record):
+            parts.append(f"<h3>{html.escape(cost_title(record))}</h3>"
+                         + table(COST_HEADER, cost_rows(record)))
     return "\n".join(parts)
 
 

@@ -1,4 +1,5 @@
-"""A profile's tables and figure: per layer in both SUTs with the ratio, the time shares, the
+"""A profile's tables and figure: per layer (named by the canonical ONNX model's node) in both
+SUTs with the ratio, every SUT side by side where several were compared, the time shares, the
 layers where the test is slower ranked by milliseconds lost, and the sum check."""
 
 from __future__ import annotations
@@ -6,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-LAYER_HEADER = ("layer (test)", "kernel", "precision", "ms", "+overhead ms", "layer (ref)",
-                "ref precision", "ref ms", "ratio", "ms lost", "matched by")
+LAYER_HEADER = ("ONNX layer", "layer (test)", "kernel", "precision", "ms", "+overhead ms",
+                "layer (ref)", "ref precision", "ref ms", "ratio", "ms lost", "matched by")
 SHARE_KEYS = ("int8_compute_share", "float_compute_share", "overhead_share", "other_share")
 SHARE_NAMES = ("INT8 compute", "float compute", "overhead", "other")
 
@@ -22,22 +23,55 @@ def layer_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     for row in rows:
         test, ref = row.get("test") or {}, row.get("reference") or {}
         ratio = row.get("ratio")
-        out.append((test.get("name", "-"), test.get("kernel", "-") or "-",
-                    test.get("precision", "-") or "-", _ms(test.get("compute_ms")),
-                    _ms(test.get("overhead_ms")), ref.get("name", "-"),
+        out.append((row.get("onnx_layer") or "-", test.get("name", "-"),
+                    test.get("kernel", "-") or "-", test.get("precision", "-") or "-",
+                    _ms(test.get("compute_ms")), _ms(test.get("overhead_ms")), ref.get("name", "-"),
                     ref.get("precision", "-") or "-", _ms(ref.get("total_ms")),
                     "-" if ratio is None else f"{ratio:.2f}x", f"{row['ms_lost']:+.3f}",
                     row.get("matched_by", "")))
     return out
 
 
+def _side_suts(record: dict[str, Any]) -> list[str]:
+    """The SUTs profiled side by side: the test, then the references in ``--against``'s order
+    (one that could not profile has no column)."""
+    rows = record.get("side_by_side") or []
+    return [sut for sut in (record["sut"], *record.get("references", []))
+            if rows and sut in rows[0]["suts"]]
+
+
+def side_header(record: dict[str, Any]) -> tuple[str, ...]:
+    """The side-by-side table's columns: the layer, then each SUT's ms and precision, then the
+    test's ratio to the first reference profiled."""
+    suts = _side_suts(record)
+    return ("ONNX layer", *(f"{sut} ms" for sut in suts), f"x {suts[1]}" if len(suts) > 1
+            else "ratio")
+
+
+def side_rows(record: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Every SUT's time of each layer, one row per ONNX layer (``side_by_side``)."""
+    suts = _side_suts(record)
+    out = []
+    for row in record.get("side_by_side") or []:
+        cells = [row["suts"].get(sut) for sut in suts]
+        ms = [f"{c['total_ms']:.3f} {c['precision'] or '?'}" if c else "-" for c in cells]
+        test, ref = cells[0], cells[1] if len(cells) > 1 else None
+        ratio = (f"{test['total_ms'] / ref['total_ms']:.2f}x"
+                 if test and ref and ref["total_ms"] else "-")
+        out.append((row["layer"], *ms, ratio))
+    return out
+
+
+def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every profiled SUT's profile: the test, the reference, the further references."""
+    return [record[k] for k in ("test", "reference") if record.get(k)] + list(
+        (record.get("others") or {}).values())
+
+
 def share_lines(record: dict[str, Any]) -> list[str]:
     """Where each side's time goes, how much of it is INT8, and whether its layers add up."""
     lines = []
-    for key in ("test", "reference"):
-        side = record.get(key)
-        if not side:
-            continue
+    for side in sides(record):
         shares, check = side["shares"], side["sum_check"]
         parts = ", ".join(f"{name} {shares[k]:.0%}" for name, k in zip(SHARE_NAMES, SHARE_KEYS,
                                                                        strict=True))
@@ -70,16 +104,16 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_figure(path: Path, record: dict[str, Any]) -> bool:
     """One stacked bar per SUT: INT8 compute, float compute, overhead, other, in ms per
     inference, and the end-to-end time as a tick. False where neither side was profiled."""
-    sides = [record[k] for k in ("test", "reference") if record.get(k)]
-    if not sides:
+    profiled = sides(record)
+    if not profiled:
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.8 * len(sides)))
-    for y, side in enumerate(sides):
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.8 * len(profiled)))
+    for y, side in enumerate(profiled):
         left = 0.0
         total = side["sum_check"]["layer_sum_ms"]
         for name, key in zip(SHARE_NAMES, SHARE_KEYS, strict=True):
@@ -87,10 +121,31 @@ def write_figure(path: Path, record: dict[str, Any]) -> bool:
             ax.barh(y, width, left=left, label=name if y == 0 else None)
             left += width
         ax.plot([side["end_to_end_ms"]] * 2, [y - 0.4, y + 0.4], color="black")
-    ax.set_yticks(range(len(sides)), [side["sut"] for side in sides])
+    ax.set_yticks(range(len(profiled)), [side["sut"] for side in profiled])
     ax.set_xlabel("ms per inference (black tick: end to end, same loop)")
     ax.legend(ncols=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def print_profile(console: Any, found: dict[str, Any], every_layer: bool = True) -> None:
+    """The slower layers, every layer (unless not ``every_layer``), every SUT side by side,
+    and where each side's time goes (``run.py profile``'s console, and ``run.py report``'s)."""
+    from rich.markup import escape
+
+    from quantmark.report import console_tables as tables
+
+    title = f"{found['sut']} against {found['against']}, {found['model']}"
+    if found.get("slower"):
+        console.print(tables.table(f"where {found['sut']} is slower: {title}", LAYER_HEADER,
+                                   layer_rows(found["slower"])))
+    if found.get("layers") and every_layer:
+        console.print(tables.table(f"every layer: {title}", LAYER_HEADER,
+                                   layer_rows(found["layers"])))
+    if found.get("side_by_side"):
+        console.print(tables.table(f"every SUT by ONNX layer, {found['model']}",
+                                   side_header(found), side_rows(found)))
+    for line in share_lines(found):
+        console.print(escape(line), soft_wrap=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import quantmark.report.profile_section as profile_section  # run.py profile's records
 import quantmark.report.workload_tables as workload_tables  # by input size, by dataset
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
 from quantmark.report import diagnosis_section, ensemble_tables, ensembles, stopping, training
@@ -96,21 +97,19 @@ def _ratio_columns(name: str) -> list[str]:
 
 
 CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
-              "run_kind", "validity", "metric_name", "metric_unit", "metric_median",
-              "metric_low", "metric_high", "metric_interval_method", "metric_mean", "metric_std",
-              "metric_min", "metric_max", "samples_per_s_median", "samples_per_s_low",
-              "samples_per_s_high", "samples_per_s_mean", "samples_per_s_std",
-              "queries_min", *CSV_COLUMNS,
+              "run_kind", "validity", "metric_name", "metric_unit", "metric_median", "metric_low",
+              "metric_high", "metric_interval_method", "metric_mean", "metric_std", "metric_min",
+              "metric_max", "samples_per_s_median", "samples_per_s_low", "samples_per_s_high",
+              "samples_per_s_mean", "samples_per_s_std", "queries_min", *CSV_COLUMNS,
               *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
               "best_fp32", "top1", "top1_change_vs_fp32_pts", "top1_change_low_pts",
               "top1_change_high_pts", "top1_change_p", "top1_change_test", "top1_change_verdict",
               "top1_change_samples", "top1_change_groups", "top1_change_left_out",
-              "agreement_with_fp32_pct", "weights", "model_size_mb",
-              "conversion_s", "conversion_steps", "prepare_s", "load_s", "warmup_s",
-              "peak_rss_mb", "gpu_memory_mb", "energy_j_per_sample_informative",
-              "power_w_informative", "executed_precision", "fingerprint", "workers",
-              "throttled", "throttling_reasons", "disturbed_runs", "disturbance_checked_runs",
-              "disturbed_why"]
+              "agreement_with_fp32_pct", "weights", "model_size_mb", "conversion_s",
+              "conversion_steps", "prepare_s", "load_s", "warmup_s", "peak_rss_mb", "gpu_memory_mb",
+              "energy_j_per_sample_informative", "power_w_informative", "executed_precision",
+              "fingerprint", "workers", "throttled", "throttling_reasons", "disturbed_runs",
+              "disturbance_checked_runs", "disturbed_why"]
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "queries",
                "min_latency_ns", "mean_latency_ns", "max_latency_ns",
@@ -136,8 +135,7 @@ def _interval_record(d: dict[str, Any]) -> dict[str, Any]:
         "samples_per_s_high": samples and samples.high,
         "top1_change_low_pts": change and change.low,
         "top1_change_high_pts": change and change.high,
-        "top1_change_p": change and change.p_value,
-        "top1_change_test": change and change.method,
+        "top1_change_p": change and change.p_value, "top1_change_test": change and change.method,
         "top1_change_left_out": change and change.left_out,
         "top1_change_verdict": change and change.verdict,
         "top1_change_samples": change and change.n_samples,
@@ -308,14 +306,14 @@ MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "softw
 
 def to_markdown(study: Study, figures: list[Figure],
                 section: ensembles.Section | None = None,
-                diagnoses: list[dict[str, Any]] | None = None) -> str:
+                diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = ()) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
     for heading, warned in _warnings(study):
         lines += [f"**{heading}**", ""] + [f"- {t}" for t in warned] + [""]
     lines += ["## Machines", ""]
     lines += markdown_table(MACHINE_HEADER, _machine_rows(study))
-    inference = bool(study.configs) or not (study.training or diagnoses)  # runs to show
+    inference = bool(study.configs) or not (study.training or diagnoses or profiles)
     if inference:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
@@ -331,6 +329,7 @@ def to_markdown(study: Study, figures: list[Figure],
     for record in diagnoses or []:
         lines += [""] + diagnosis_section.markdown(record, figure_link=False)
     lines += diagnosis_section.agreement_markdown(diagnoses or [])
+    lines += profile_section.markdown_all(list(profiles))
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
@@ -349,7 +348,7 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 
 
 def to_html(study: Study, figures: list[Figure], section: ensembles.Section | None = None,
-            diagnoses: list[dict[str, Any]] | None = None) -> str:
+            diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = ()) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
@@ -359,7 +358,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned)
                   + "</ul>"]
     parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, _machine_rows(study))]
-    inference = bool(study.configs) or not (study.training or diagnoses)  # runs to show
+    inference = bool(study.configs) or not (study.training or diagnoses or profiles)
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
                                                     for n in _notes(study)) + "</ul>")
@@ -377,6 +376,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
         parts.append(training.to_html(training.rows(study.training)))
     parts += [diagnosis_section.to_html(record) for record in diagnoses or []]
     parts.append(diagnosis_section.agreement_html(diagnoses or []))
+    parts += [profile_section.to_html(record) for record in profiles]
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   html_table(EXPLAINED_HEADER, _explained_rows(study))]
@@ -396,10 +396,10 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     study = load(folders)
     out = Path(output)
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
-    diagnoses = diagnosis_section.load(folders)
-    require_reportable(study, diagnoses, folders)  # refused: nothing written
+    diagnoses, profiles = diagnosis_section.load(folders), profile_section.load(folders)
+    require_reportable(study, [*diagnoses, *profiles], folders)  # refused: nothing written
     figures = all_figures(study) + workload_tables.figures(study) + ensemble_figures(section) + \
-        diagnosis_section.figures(diagnoses)
+        diagnosis_section.figures(diagnoses) + profile_section.figures(profiles)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename
@@ -409,8 +409,8 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
         if stale not in files:
             stale.unlink()
     texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
-             ("report.md", to_markdown(study, figures, section, diagnoses)),
-             ("report.html", to_html(study, figures, section, diagnoses)),
+             ("report.md", to_markdown(study, figures, section, diagnoses, profiles)),
+             ("report.html", to_html(study, figures, section, diagnoses, profiles)),
              *ensemble_tables.csv_texts(section), *workload_tables.csv_texts(study)]
     if study.training:
         texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))

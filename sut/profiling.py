@@ -21,13 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CATEGORIES", "LayerTime", "Profile", "median_ms"]
+__all__ = ["CATEGORIES", "OVERCOUNTED", "UNATTRIBUTED", "LayerTime", "Profile",
+           "median_ms"]
 
 #: what a row's time is spent on. ``compute``: a layer of the source graph (a convolution, a
 #: matmul, a pool, an activation); ``overhead``: what the framework added that the source graph
 #: lacks (reorders, layout transposes, quantize/dequantize, precision converts); ``other``: the
 #: rest (inputs, outputs, memory copies the profiler names)
 CATEGORIES = ("compute", "overhead", "other")
+#: ``Profile.notes`` keys: what the end-to-end time holds beyond the per-layer sum, and what
+#: makes the sum exceed it, where the framework's profiler knows better than the generic line
+UNATTRIBUTED = "unattributed"
+OVERCOUNTED = "overcounted"
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,9 @@ class Profile:
     end_to_end_ms: float
     #: the mechanism in a line ("onnxruntime profiler: SessionOptions.enable_profiling")
     method: str
-    #: anything the reader needs (a node the profiler could not attribute, a tool version)
+    #: anything the reader needs (a node the profiler could not attribute, a tool version);
+    #: ``notes[UNATTRIBUTED]`` / ``notes[OVERCOUNTED]``, where a framework knows, name what the
+    #: end-to-end time holds beyond the layer sum / what makes the sum exceed it
     notes: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -37,8 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluation samples captured layer by layer (default 32)")
     parser.add_argument("--worst", type=int, default=10, help="layers listed (default 10)")
     parser.add_argument("--recover", type=int, default=0, metavar="K",
-                        help="re-quantize with the worst 1, 2, 4 ... K layers in FP32 and "
-                             "measure top-1 and speed of each (default 0: no)")
+                        help="re-quantize with 1, 2, 4 ... K layers in FP32 (in "
+                             "--recover-by order) and measure top-1 and speed of each, with "
+                             "the latency each point's layer costs predict (default 0: no)")
+    parser.add_argument("--recover-by", choices=("accuracy", "ms"), default="accuracy",
+                        help="order of the layers kept in FP32: accuracy (most SQNR lost "
+                             "first, default) or ms (most SQNR recovered per millisecond each "
+                             "costs, from both SUTs' per-layer profiles)")
+    parser.add_argument("--profile-iterations", type=int, default=20,
+                        help="profiled inferences that price each recovery candidate in ms "
+                             "(default 20)")
     parser.add_argument("--damage", action="append", metavar="LAYER=FACTOR",
                         help="inject a fault to test the diagnosis: LAYER's INT8 weights "
                              "quantized over a range FACTOR times too wide (ort-int8, "
@@ -83,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
         model=args.model or file_model_name(args.model_path) or DEFAULT_MODEL, sut=args.sut,
         against=args.against,
         samples=args.samples, worst=args.worst, recover=args.recover,
+        recover_by=args.recover_by, profile_iterations=args.profile_iterations,
         damage=parse_damage(args.damage or []), eval_samples=args.eval_samples,
         rounds=args.rounds, round_seconds=args.round_seconds, batch_size=args.batch_size,
         threads=args.threads, output=args.output, dataset_path=args.dataset_path,
@@ -95,7 +104,12 @@ def main(args: argparse.Namespace) -> int:
     started = time.time()
     record = steps.run(config)
     folder = diagnosis_output.write(record, config, started)
-    tables.print_diagnosis(console, diagnosis_section.load([folder])[0])
+    written = diagnosis_section.load([folder])[0]
+    tables.print_diagnosis(console, written)
+    if diagnosis_section.cost_rows(written):
+        console.print(tables.table(diagnosis_section.cost_title(written),
+                                   diagnosis_section.COST_HEADER,
+                                   diagnosis_section.cost_rows(written)))
     console.print(f"written to {escape(str(folder))}: results.json, layers.csv, layers.md"
                   f"{', recovery.csv' if record.get('recovery') else ''}, diagnosis.png",
                   soft_wrap=True)

@@ -1,9 +1,12 @@
-"""``run.py profile --sut ov-int8 [--against SUT]``: where a SUT's inference time goes, layer
-by layer, against another SUT (default: its framework's FP32), each read with its framework's
-own profiler. Flags -> ``ProfileConfig`` -> ``diagnosis.profile_run`` -> its folder and tables.
+"""``run.py profile --sut ov-int8 [--against SUT[,SUT...]] [--against-model-path F]``: where a
+SUT's inference time goes, layer by layer (named by the canonical ONNX model's layers), against
+other SUTs (default: its framework's FP32; the first is the reference of the ranking), each read
+with its framework's own profiler; with ``--against-model-path`` the references run model F (a
+modified model against its original). Flags -> ``ProfileConfig`` -> ``diagnosis.profile_run``
+-> its folder and tables.
 
-Written as ``<output>/<system>/<model>/profile-<against>/`` beside the SUT's runs: results.json
-(a ``profile`` record), layers.csv and profile.png."""
+Written as ``<output>/<system>/<model>/profile-<sut>-vs-<against>/`` beside the SUT's runs:
+results.json (a ``profile`` record), layers.csv and profile.png."""
 
 from __future__ import annotations
 
@@ -35,7 +38,13 @@ console = tables.make_console()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sut", required=True, help="the SUT to profile, e.g. ov-int8")
-    parser.add_argument("--against", help="reference SUT (default: the framework's FP32)")
+    parser.add_argument("--against", help="reference SUT (default: the framework's FP32); "
+                                          "several, comma-separated, sit side by side per "
+                                          "ONNX layer, the first ranks the slower layers")
+    parser.add_argument("--against-model-path", metavar="F",
+                        help="the references run model F instead of --model-path's (why is my "
+                             "modified model slower than the original); --against may then "
+                             "name --sut itself")
     parser.add_argument("--iterations", type=int, default=50,
                         help="profiled inferences; each layer's time is its median (default 50)")
     parser.add_argument("--warmup", type=int, default=10, help="unprofiled inferences first")
@@ -55,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
         against=args.against, batch_size=args.batch_size, iterations=args.iterations,
         warmup=args.warmup, worst=args.worst, threads=args.threads, output=args.output,
         dataset_path=args.dataset_path, model_path=args.model_path,
-        calibration_list=args.calibration_list, **options.shape_fields(args))
+        calibration_list=args.calibration_list, against_model_path=args.against_model_path,
+        **options.shape_fields(args))
     validate_inputs(config.dataset_path, config.calibration_list, None)
     check_output_writable(config.output)
     started = time.time()
@@ -69,14 +79,16 @@ def main(args: argparse.Namespace) -> int:
 
 def write(found: dict, config: object, started: float) -> Path:
     """The profile's folder: its record (written last), layers.csv and the figure."""
+    against = "+".join(found.get("references") or [found["against"]])
     folder = (Path(config.output) / system_id(found["sut"]) / found["model"]
-              / f"profile-{found['sut']}-vs-{found['against']}")
+              / f"profile-{found['sut']}-vs-{against}")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / RESULTS).unlink(missing_ok=True)
     profile_tables.write_csv(folder / "layers.csv", found.get("layers", []))
-    profile_tables.write_figure(folder / "profile.png", found)
+    drawn = profile_tables.write_figure(folder / "profile.png", found)
     record = ProfileRecord.from_dict({
-        **found, "config": dict(vars(config)), "system_id": system_id(found["sut"]),
+        **found, "figure": "profile.png" if drawn else None,
+        "config": dict(vars(config)), "system_id": system_id(found["sut"]),
         "machine": fingerprint.machine(),
         "times": {"started_at": started, "ended_at": time.time()}}, str(folder))
     write_record(folder / RESULTS, record)
@@ -84,14 +96,5 @@ def write(found: dict, config: object, started: float) -> Path:
 
 
 def show(found: dict) -> None:
-    """The slower layers, every layer, and where each side's time goes."""
-    title = f"{found['sut']} against {found['against']}, {found['model']}"
-    if found.get("slower"):
-        console.print(tables.table(f"where {found['sut']} is slower: {title}",
-                                   profile_tables.LAYER_HEADER,
-                                   profile_tables.layer_rows(found["slower"])))
-    if found.get("layers"):
-        console.print(tables.table(f"every layer: {title}", profile_tables.LAYER_HEADER,
-                                   profile_tables.layer_rows(found["layers"])))
-    for line in profile_tables.share_lines(found):
-        console.print(escape(line), soft_wrap=True)
+    """The slower layers, every layer, every SUT side by side, where each side's time goes."""
+    profile_tables.print_profile(console, found)

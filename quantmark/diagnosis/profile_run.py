@@ -1,15 +1,20 @@
-"""``run.py profile``: where one SUT's inference time goes, layer by layer, against another's.
+"""``run.py profile``: where one SUT's inference time goes, layer by layer, against others.
 
-Both SUTs are built exactly as a run builds them, on real samples of the run's dataset; each
+Every SUT is built exactly as a run builds it, on real samples of the run's dataset; each
 framework's ``profile`` module reads its own profiler (``quantmark.sut.profiling``); the layers
-are paired and the answers computed in ``layer_times``. A framework that cannot profile is one
-line in the record, and the other side still reports.
+are mapped onto the canonical FP32 ONNX model (the one the run's SUTs are made from), paired and
+the answers computed in ``layer_times``. The first ``--against`` SUT is the reference of the
+ratio, the milliseconds lost and the ranking; further ones sit beside it per ONNX layer. With
+``--against-model-path F`` the references run model F (a modified model against the original).
+A framework that cannot profile is one line in the record, and the others still report.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass, field
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,8 +22,15 @@ from quantmark.diagnosis import layer_times
 from quantmark.diagnosis.steps import build, open_data
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.workload import resolve_spec
+from quantmark.sut.interface import SutOptions
+from quantmark.sut.layers import Recipe
 from quantmark.sut.profiling import Profile
-from quantmark.sut.registry import fp32_baseline, require_available
+from quantmark.sut.registry import fp32_baseline, load_factory, require_available
+
+log = logging.getLogger(__name__)
+
+#: canonical-graph nodes that are never a layer a profiler times on its own
+_NOT_NODES = frozenset({"Constant", "QuantizeLinear", "DequantizeLinear"})
 
 
 @dataclass
@@ -27,7 +39,7 @@ class ProfileConfig:
 
     model: str
     sut: str
-    against: str | None = None  # None: the SUT's framework's FP32
+    against: str | None = None  # None: the SUT's framework's FP32; several: comma-separated
     batch_size: int = 1
     iterations: int = 50
     warmup: int = 10
@@ -41,6 +53,7 @@ class ProfileConfig:
     num_classes: int = 0
     preprocess: dict[str, Any] = field(default_factory=dict)
     labels: str | None = None
+    against_model_path: str | None = None  # the references run this model instead
 
 
 def profiler(info: Any) -> ModuleType | None:
@@ -53,73 +66,192 @@ def profiler(info: Any) -> ModuleType | None:
         return None
 
 
-def check(config: ProfileConfig) -> str:
-    """The reference SUT; one line for a request that cannot be profiled."""
+def references(config: ProfileConfig) -> list[str]:
+    """The reference SUTs (``--against``, comma-separated; default: the framework's FP32);
+    one line for a request that cannot be profiled."""
     if config.iterations < 3 or config.warmup < 0 or config.batch_size < 1 or config.worst < 1:
         raise UserError("--iterations must be at least 3 (a median), --warmup at least 0, "
                         "--batch-size and --worst at least 1")
-    reference = config.against or fp32_baseline(config.sut)
-    if reference is None:
-        raise UserError(f"{config.sut} has no FP32 SUT of its own framework to compare with: "
-                        "pass --against SUT")
-    if reference == config.sut:
-        raise UserError(f"profile {config.sut} against itself: pass --against another SUT")
-    return reference
+    names = [n.strip() for n in (config.against or "").split(",") if n.strip()]
+    if not names:
+        baseline = fp32_baseline(config.sut)
+        if baseline is None:
+            raise UserError(f"{config.sut} has no FP32 SUT of its own framework to compare "
+                            "with: pass --against SUT")
+        names = [baseline]
+    if len(set(names)) < len(names):
+        raise UserError(f"--against {config.against} names a SUT twice; name each once")
+    if config.sut in names and not config.against_model_path:
+        raise UserError(f"profile {config.sut} against itself: pass --against another SUT, or "
+                        "--against-model-path for the same SUT on another model")
+    return names
 
 
-def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any,
-                calibration: Any) -> tuple[Profile | None, str | None]:
-    """One SUT's profile, or why there is none (its framework has no profiler here)."""
+def check(config: ProfileConfig) -> str:
+    """The reference SUT (the first ``--against``); one line for a request that cannot be
+    profiled."""
+    return references(config)[0]
+
+
+def labels(config: ProfileConfig, names: list[str]) -> list[str]:
+    """What the references are called in the record: their SUT name, marked with the model
+    they run where ``--against-model-path`` gives one (it may be the tested SUT itself)."""
+    if not config.against_model_path:
+        return names
+    stem = Path(config.against_model_path).stem
+    return [f"{name}@{stem}" if f"{name}@{stem}" != config.sut else f"{name}@reference"
+            for name in names]
+
+
+def graph_nodes(proto: Any) -> list[layer_times.GraphNode]:
+    """The compute nodes of an ONNX model in graph (topological) order, each activation that
+    is its producer's only consumer folded into it, as the accuracy diagnosis folds it
+    (``models.onnx_layers.graph_layers``)."""
+    from quantmark.models.onnx_layers import graph_layers
+
+    owner = {alias: layer.name for layer in graph_layers(proto) for alias in layer.aliases}
+    nodes: dict[str, layer_times.GraphNode] = {}
+    for node in proto.graph.node:
+        if node.op_type in _NOT_NODES:
+            continue
+        name = node.name or node.output[0]
+        into = nodes.get(owner.get(name, name))
+        if into is not None and into.name != name:
+            into.aliases += (name, *node.output)
+            continue
+        nodes[name] = layer_times.GraphNode(name, node.op_type, (name, *node.output))
+    return list(nodes.values())
+
+
+def canonical_graph(config: ProfileConfig, spec: Any) -> tuple[list[layer_times.GraphNode]
+                                                             | None, str]:
+    """The canonical FP32 ONNX model's nodes and its path; None and why where the model is
+    not one (an OpenVINO, LiteRT or SavedModel ``--model-path``): rows keep their names."""
+    import onnx
+
+    from quantmark.models.source import fp32_onnx, is_torch_weights
+
+    path = config.model_path
+    if path and not (str(path).endswith(".onnx") or is_torch_weights(path)):
+        return None, f"--model-path {path} is not ONNX: layers keep their frameworks' names"
+    artifact = fp32_onnx(spec, path)
+    return graph_nodes(onnx.load(str(artifact.path), load_external_data=False)), \
+        str(artifact.path)
+
+
+def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any, calibration: Any,
+                label: str | None = None, recipe: Recipe | None = None,
+                ) -> tuple[Profile | None, str | None]:
+    """One SUT's profile (called ``label``), or why there is none (its framework has no
+    profiler here). The SUT is built as a run builds it (no diagnose module needed); with a
+    ``recipe`` (layers kept in float), by its framework's diagnose module as diagnose does."""
     info = require_available(name)
     module = profiler(info)
     if module is None:
         return None, f"{info.framework} ({name}) has no per-layer profiler in quantmark yet"
-    backend, _ = build(config, name, spec, calibration)
+    if recipe is not None and recipe.key():
+        backend, _ = build(config, name, spec, calibration, recipe)
+    else:
+        backend = load_factory(info)(name, SutOptions(
+            model=config.model, scenario="Offline", batch_size=config.batch_size,
+            threads=config.threads, model_path=config.model_path), spec, calibration)
+        backend.load()
     try:
         samples = data.batch(backend.layout, 0, config.batch_size)
-        return module.profile(backend, samples, config.iterations, config.warmup), None
+        found = module.profile(backend, samples, config.iterations, config.warmup)
     except SutError as exc:  # the framework's profiler or tool is missing here
         return None, str(exc)
     finally:
         backend.close()
+    found.sut = label or name
+    return found, None
+
+
+def _reference_spec(config: ProfileConfig, spec: Any) -> tuple[ProfileConfig, Any]:
+    """The references' config and spec: the test's, or ``--against-model-path``'s model,
+    which must take the same images and score the same classes."""
+    if not config.against_model_path:
+        return config, spec
+    if not Path(config.against_model_path).exists():
+        raise UserError(f"--against-model-path {config.against_model_path} not found; pass "
+                        "an existing model file")
+    ref_config = replace(config, model_path=config.against_model_path)
+    ref_spec = resolve_spec(ref_config)
+    shape = ("channels", "input_size", "input_width", "num_classes", "input_dtype")
+    if any(getattr(ref_spec, k) != getattr(spec, k) for k in shape):
+        raise UserError(f"--against-model-path {config.against_model_path} takes or scores "
+                        "other images or classes than the profiled model; pass a model of "
+                        "the same input and classes")
+    return ref_config, ref_spec
 
 
 def run(config: ProfileConfig) -> dict[str, Any]:
-    """Profile the SUT and its reference; return the record (written by the caller)."""
-    reference = check(config)
+    """Profile the SUT and its references; return the record (written by the caller)."""
+    names = references(config)
     spec = resolve_spec(config)
+    ref_config, ref_spec = _reference_spec(config, spec)
     data, calibration = open_data(config, spec)
     if len(data.labels) < config.batch_size:
         raise UserError(f"--batch-size {config.batch_size} is more than the dataset's "
                         f"{len(data.labels)} samples; pass a smaller batch")
-    test, test_why = profile_one(config, config.sut, spec, data, calibration)
-    ref, ref_why = profile_one(config, reference, spec, data, calibration)
-    record: dict[str, Any] = {
-        "model": spec.name, "sut": config.sut,
-        "against": reference, "batch_size": config.batch_size,
+    graph, onnx_model = canonical_graph(config, spec)
+    test, why = profile_one(config, config.sut, spec, data, calibration)
+    found = {config.sut: (test, why)}
+    for name, label in zip(names, labels(config, names), strict=True):
+        found[label] = profile_one(ref_config, name, ref_spec, data, calibration, label)
+    return record(config, spec.name, found, graph, onnx_model)
+
+
+def _side(profile: Profile) -> dict[str, Any]:
+    return {**asdict(profile), "shares": layer_times.shares(profile),
+            "sum_check": layer_times.sum_check(profile)}
+
+
+def record(config: ProfileConfig, model: str, found: dict[str, tuple[Profile | None, str | None]],
+           graph: list[layer_times.GraphNode] | None, onnx_model: str) -> dict[str, Any]:
+    """The profile record of the test (``found``'s first) and its references (the rest)."""
+    (sut, (test, _)), *refs = found.items()
+    reference = refs[0][1][0]
+    result: dict[str, Any] = {
+        "model": model, "sut": sut, "against": refs[0][0],
+        "references": [label for label, _ in refs], "batch_size": config.batch_size,
         "iterations": config.iterations, "warmup": config.warmup,
-        "unsupported": {name: why for name, why in ((config.sut, test_why),
-                                                   (reference, ref_why)) if why}}
-    for key, found in (("test", test), ("reference", ref)):
-        if found is not None:
-            record[key] = {**asdict(found), "shares": layer_times.shares(found),
-                           "sum_check": layer_times.sum_check(found)}
-    if test is not None and ref is not None:
-        rows = layer_times.compare(test, ref)
-        record["layers"] = [row_record(row) for row in rows]
-        record["slower"] = [row_record(row) for row in layer_times.slower(rows, config.worst)]
-    return record
+        "against_model_path": config.against_model_path,
+        "onnx_model": onnx_model if graph is not None else "",
+        "vocabulary": ("canonical ONNX layers" if graph is not None else onnx_model),
+        "unsupported": {label: why for label, (_, why) in found.items() if why},
+        "others": {label: _side(p) for label, (p, _) in refs[1:] if p is not None}}
+    for key, side in (("test", test), ("reference", reference)):
+        if side is not None:
+            result[key] = _side(side)
+    if test is not None and reference is not None:
+        rows = layer_times.compare(test, reference, graph)
+        result["layers"] = [row_record(row) for row in rows]
+        result["slower"] = [row_record(row) for row in layer_times.slower(rows, config.worst)]
+    profiled = [p for _, (p, _) in refs if p is not None]
+    if test is not None and len(profiled) > 1:
+        result["side_by_side"] = side_by_side_record(test, profiled, graph)
+    return result
+
+
+def _layer(layer: layer_times.Layer | None) -> dict[str, Any] | None:
+    if layer is None:
+        return None
+    return {"name": layer.name, "op_type": layer.op_type, "kernel": layer.kernel,
+            "precision": layer.precision, "compute_ms": layer.compute_ms,
+            "overhead_ms": layer.overhead_ms, "total_ms": layer.total_ms,
+            "overhead": [o.name for o in layer.overhead], "onnx_layer": layer.onnx_layer}
 
 
 def row_record(row: layer_times.Row) -> dict[str, Any]:
     """One paired layer, as the record and the tables hold it."""
-    def side(layer: layer_times.Layer | None) -> dict[str, Any] | None:
-        if layer is None:
-            return None
-        return {"name": layer.name, "op_type": layer.op_type, "kernel": layer.kernel,
-                "precision": layer.precision, "compute_ms": layer.compute_ms,
-                "overhead_ms": layer.overhead_ms, "total_ms": layer.total_ms,
-                "overhead": [o.name for o in layer.overhead]}
+    return {"onnx_layer": row.onnx_layer, "test": _layer(row.test),
+            "reference": _layer(row.reference), "matched_by": row.matched_by,
+            "ratio": row.ratio, "ms_lost": row.ms_lost}
 
-    return {"test": side(row.test), "reference": side(row.reference),
-            "matched_by": row.matched_by, "ratio": row.ratio, "ms_lost": row.ms_lost}
+
+def side_by_side_record(test: Profile, refs: list[Profile],
+                        graph: list[layer_times.GraphNode] | None) -> list[dict[str, Any]]:
+    """Each layer in every SUT (the test, then each reference), by ONNX layer."""
+    return [{"layer": key, "suts": {column.label: _layer(column.layer) for column in columns}}
+            for key, columns in layer_times.side_by_side(test, refs, graph)]

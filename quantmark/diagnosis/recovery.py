@@ -90,10 +90,13 @@ def time_rounds(variants: Sequence[Variant], inputs: dict[int, np.ndarray], roun
 
 
 def summarize(variants: Sequence[Variant], labels: np.ndarray,
-              groups: np.ndarray | None) -> list[dict[str, Any]]:
+              groups: np.ndarray | None, batch: int = 0) -> list[dict[str, Any]]:
     """One row per variant: top-1, its paired change against K=0, throughput with interval,
-    the speed ratio against K=0, and points of top-1 recovered per point of speed lost."""
+    the speed ratio against K=0, and points of top-1 recovered per point of speed lost; with
+    the timed ``batch`` size, the latency of one batch (ms, interval) and top-1 points gained
+    per ms lost."""
     base = next(v for v in variants if v.k == 0)
+    base_ms = figure_interval(batch_ms(base.rates, batch)).point if batch else 0.0
     rows = []
     for v in variants:
         assert v.correct is not None
@@ -122,7 +125,27 @@ def summarize(variants: Sequence[Variant], labels: np.ndarray,
             "disturbed_why": sorted({w for why in v.disturbed for w in why}),
             "executed_precision": v.describe.get("executed_precision"),
         })
+        if batch:
+            rows[-1].update(latency_fields(v, batch, base_ms, gained if v is not base else None))
     return rows
+
+
+def batch_ms(rates: Sequence[float], batch: int) -> list[float]:
+    """Milliseconds per batch of ``batch`` samples, one per round, from samples/s."""
+    return [batch * 1000.0 / rate for rate in rates]
+
+
+def latency_fields(variant: Variant, batch: int, base_ms: float,
+                   gained: float | None) -> dict[str, Any]:
+    """The measured latency of one batch with its interval, and top-1 points gained per ms
+    lost against K=0 (None for K=0 itself, or where nothing was lost)."""
+    ms = figure_interval(batch_ms(variant.rates, batch))
+    lost = ms.point - base_ms
+    return {"ms_per_batch": {"median": round(ms.point, 4), "low": _round(ms.low, 4),
+                             "high": _round(ms.high, 4), "batch": batch},
+            "ms_lost_vs_k0": round(lost, 4),
+            "top1_per_ms": (round(gained / lost, 3) if gained is not None and lost > 0
+                            else None)}
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:

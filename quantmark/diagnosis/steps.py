@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.diagnosis import layer_errors, recovery
+from quantmark.diagnosis import layer_errors, recovery, recovery_cost
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.workload import open_run_dataset, resolve_spec
 from quantmark.qsl.cache import cached_images
@@ -42,6 +42,9 @@ class DiagnoseConfig:
     samples: int = 32  # evaluation samples captured layer by layer
     worst: int = 10  # layers listed
     recover: int = 0  # K: measure K = 0, 1, 2, 4 ... K layers kept in FP32
+    recover_by: str = "accuracy"  # the curve's order: SQNR lost, or SQNR recovered per ms
+    profile_iterations: int = 20  # profiled inferences pricing each candidate layer in ms
+    profile_warmup: int = 5
     damage: tuple[tuple[str, float], ...] = ()  # injected weight faults (testing diagnosis)
     eval_samples: int | None = None  # top-1 of the recovery curve on these (None: all)
     rounds: int = 5  # interleaved speed rounds of the recovery curve
@@ -132,6 +135,18 @@ def check(config: DiagnoseConfig, reference: str, count: int) -> None:
         raise UserError(f"diagnose {config.sut} against itself: pass --against another SUT")
     if config.samples < 1 or config.chunk < 1 or config.worst < 1 or config.recover < 0:
         raise UserError("--samples and --worst must be at least 1, --recover at least 0")
+    if config.recover_by not in recovery_cost.ORDERINGS:
+        raise UserError(f"--recover-by {config.recover_by}: choose one of "
+                        f"{', '.join(recovery_cost.ORDERINGS)}")
+    if config.recover and (config.profile_iterations < 3 or config.profile_warmup < 0):
+        raise UserError("--profile-iterations must be at least 3 (a median)")
+    if config.recover and config.recover_by == "ms":
+        from quantmark.diagnosis.profile_run import profiler  # it imports this module
+
+        info = require_available(config.sut)
+        if profiler(info) is None:
+            raise UserError(f"--recover-by ms: {info.framework} ({config.sut}) has no "
+                            "per-layer profiler in quantmark yet; use --recover-by accuracy")
     if count < 1:
         raise UserError("the dataset has no evaluation samples")
 
@@ -216,18 +231,70 @@ def layer_record(pair: layer_errors.Pair) -> dict[str, Any]:
 def excludable(pairs: list[layer_errors.Pair], k: int) -> list[str]:
     """The worst ``k`` layers that run quantized (keeping an FP32 layer in FP32 changes
     nothing) and that the framework can keep in FP32."""
+    return [pair.name for pair in excludable_pairs(pairs, k)]
+
+
+def excludable_pairs(pairs: list[layer_errors.Pair], k: int) -> list[layer_errors.Pair]:
     ranked = layer_errors.worst(pairs, len(pairs))
-    return [pair.name for pair in ranked
-            if pair.precision.startswith("int") and pair.excludable][:k]
+    return [pair for pair in ranked if pair.precision.startswith("int") and pair.excludable][:k]
+
+
+def price(config: DiagnoseConfig, data: Data, spec: Any, test: tuple[Backend, ModuleType],
+          ref: tuple[Backend, ModuleType], pairs: list[layer_errors.Pair],
+          pool: list[layer_errors.Pair]) -> tuple[list[recovery_cost.Cost], dict[str, Any]]:
+    """The candidate layers, each priced in ms from both SUTs' profiles on the timed batch,
+    in the order ``--recover-by`` asks; and how they were priced."""
+    found, why = recovery_cost.profile_pair(
+        [(config.sut, test[0]), (reference_name(config), ref[0])],
+        lambda layout: data.batch(layout, 0, config.batch_size),
+        config.profile_iterations, config.profile_warmup)
+    layers = [(pair.name, pair.op_type) for pair in pairs]
+    graph, vocabulary = _canonical_graph(config, spec)
+    if not recovery_cost.named_as_graph(layers, graph):
+        graph, vocabulary = None, f"{config.sut}'s own layer names, then op positions"
+    costs = recovery_cost.costs(pool, layers, *found, why, graph)
+    facts = {"iterations": config.profile_iterations, "warmup": config.profile_warmup,
+             "batch_size": config.batch_size,
+             "unknown": [c.name for c in costs if c.cost_ms is None], "why_unknown": why,
+             "cost": "time in the reference minus time in the INT8 model (its compute node "
+                     "with the overhead attributed to it), per batch",
+             "test": _profile_facts(found[0]), "reference": _profile_facts(found[1]),
+             "vocabulary": vocabulary}
+    return recovery_cost.order(costs, config.recover_by), facts
+
+
+def _canonical_graph(config: DiagnoseConfig, spec: Any) -> tuple[Any, str]:
+    """The canonical FP32 ONNX model's nodes, which pair the two profiles' layers (as
+    ``run.py profile`` pairs them), and a line saying what paired them."""
+    from quantmark.diagnosis.profile_run import canonical_graph  # it imports this module
+
+    try:
+        graph, line = canonical_graph(config, spec)
+    except (UserError, SutError) as exc:
+        return None, f"frameworks' own names and op positions (no canonical ONNX: {exc})"
+    return graph, (f"canonical ONNX layers of {line}" if graph is not None else line)
+
+
+def _profile_facts(found: Any) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {"sut": found.sut, "method": found.method,
+            "end_to_end_ms": round(found.end_to_end_ms, 4),
+            "layer_sum_ms": round(found.layer_sum_ms, 4)}
 
 
 def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
             test: tuple[Backend, ModuleType], ref: tuple[Backend, ModuleType],
             pairs: list[layer_errors.Pair]) -> dict[str, Any]:
-    """The recovery curve: K = 0, 1, 2, 4 ... ``recover`` worst layers in FP32, plus the
-    reference, scored on the evaluation samples and timed in interleaved rounds."""
+    """The recovery curve: K = 0, 1, 2, 4 ... ``recover`` candidate layers in FP32, plus the
+    reference, scored on the evaluation samples and timed in interleaved rounds. The candidates
+    are the worst ``max(worst, recover)`` excludable layers, each priced in ms from the two
+    SUTs' profiles, taken worst first or (``recover_by="ms"``) most SQNR per ms first; each
+    point's latency is predicted from the prices beside its measured one."""
     points = recovery.curve_points(config.recover)
-    ranked = excludable(pairs, max(points))
+    candidates, priced = price(config, data, spec, test, ref, pairs,
+                               excludable_pairs(pairs, max(config.worst, max(points))))
+    ranked = [cost.name for cost in candidates][:max(points)]
     variants = [recovery.Variant("K=0", 0, [], test[0], describe=test[0].describe())]
     for k in points[1:]:
         # a fault lives in a layer's quantization: a layer kept in FP32 has none
@@ -247,10 +314,14 @@ def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
               for v in variants}
     recovery.time_rounds(variants, inputs, config.rounds, config.round_seconds)
     groups = data.groups[:count] if data.groups is not None else None
-    rows = recovery.summarize(variants, data.labels[:count], groups)
+    rows = recovery.summarize(variants, data.labels[:count], groups,
+                              len(next(iter(inputs.values()))))
+    recovery_cost.add_predictions(rows, {cost.name: cost for cost in candidates})
     for variant in variants[1:-1]:
         variant.backend.close()
     return {"points": points, "eval_samples": count, "rounds": config.rounds,
             "round_seconds": config.round_seconds, "batch_size": config.batch_size,
             "timing": "one caller, predict on a batch in a loop; rounds interleaved",
+            "recover_by": config.recover_by, "order": ranked,
+            "candidates": [cost.record() for cost in candidates], "costs": priced,
             "rows": rows}

@@ -275,6 +275,17 @@ class ProfileRecord(Record):
     reference: dict[str, Any] | None = None
     layers: list[Any] = field(default_factory=list)
     slower: list[Any] = field(default_factory=list)
+    #: every --against SUT (``against`` is the first: the reference of ratios and ranking)
+    references: list[Any] = field(default_factory=list)
+    #: the model the references ran instead of the test's (--against-model-path)
+    against_model_path: str | None = None
+    #: the canonical FP32 ONNX the layers are named by ("" where rows keep their own names)
+    onnx_model: str = ""
+    vocabulary: str = ""
+    #: the further references' profiles, by label, and every SUT's layers side by side
+    others: dict[str, Any] = field(default_factory=dict)
+    side_by_side: list[Any] = field(default_factory=list)
+    figure: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     system_id: str = ""
     machine: dict[str, Any] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Layer-by-layer time of a CPU torch SUT (``sut.profiling`` contract), read with torch.profiler.
+"""Layer-by-layer time of a torch SUT (``sut.profiling`` contract), read with torch.profiler.
 
 The SUT's own ``predict`` runs under ``torch.profiler.profile`` (CPU activity), each call inside
 a ``record_function`` range, so the profile covers exactly what the benchmark runs (inference
@@ -15,6 +15,13 @@ execution order, each with its inclusive CPU time on the calling thread:
 Each row's time is its median over the profiled iterations (torch.profiler records every call;
 the per-iteration split comes from the per-iteration range, not from ``key_averages`` totals).
 A module called more than once in one inference is summed per iteration (``calls``).
+
+On CUDA (torch-cuda-fp32/fp16/bf16, ``sut.pytorch.cuda``) the profiler also records the GPU
+(``ProfilerActivity.CUDA``): a row's time is the device time of the kernels launched under its
+range (the CPU time there is only the launch), its kernel the longest of them, its precision the
+mode's (the model and input are cast once); a row whose kernels are only memory copies (the
+input's host-to-device copy, the logits' copy back) is ``other``. ``predict`` waits for its
+stream, so each iteration's wall time covers its kernels.
 """
 
 from __future__ import annotations
@@ -31,9 +38,9 @@ from torch import nn
 from torch.ao.nn.quantized import DeQuantize, Quantize
 
 from quantmark.ground.errors import SutError, UserError
-from quantmark.sut.profiling import LayerTime, Profile, median_ms
+from quantmark.sut.profiling import UNATTRIBUTED, LayerTime, Profile, median_ms
 
-__all__ = ["PROFILER", "profile"]
+__all__ = ["CUDA_PROFILER", "PROFILER", "profile"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +67,11 @@ _OTHER_MODULES = (nn.Flatten, nn.Unflatten, nn.Dropout, nn.Dropout2d, nn.Identit
 _DTYPE_PRECISION = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
                     torch.quint8: "int8", torch.qint8: "int8"}
 PROFILED_MODES = ("fp32", "bf16", "int8", "int8dyn")
+#: the CUDA SUTs whose eager modules can be profiled (compile runs CUDA graphs, int8 torchao)
+CUDA_MODES = ("fp32", "fp16", "bf16")
+CUDA_PROFILER = ("torch.profiler (ProfilerActivity.CPU + CUDA) around the SUT's predict; each "
+                 "leaf module's time is the GPU time of the kernels launched in its range")
+_KERNEL_CHARS = 80  # cuDNN/cutlass kernel names run to hundreds of characters
 
 
 def _bare(op: str) -> str:
@@ -200,8 +212,32 @@ def _top_level(iteration: Any) -> list[Any]:
     return found
 
 
-def _rows(iterations: list[Any], ranges: _ModuleRanges | None, mode: str) -> list[_Row]:
-    """Per-iteration times of every row; rows in the first iteration's execution order."""
+def _kernels_below(event: Any) -> list[Any]:
+    """The GPU kernels (and memcpys) launched by ``event`` or any op below it."""
+    found, stack = [], [event]
+    while stack:
+        item = stack.pop()
+        found.extend(item.kernels)
+        stack.extend(item.cpu_children)
+    return found
+
+
+def _on_gpu(row: _Row, event: Any, mode: str) -> _Row:
+    """A CUDA row: its longest kernel, the mode's precision, memory copies as ``other``."""
+    kernels = _kernels_below(event)
+    if kernels:
+        row.kernel = max(kernels, key=lambda kernel: kernel.duration).name[:_KERNEL_CHARS]
+    if kernels and all(kernel.name.startswith(("Memcpy", "Memset")) for kernel in kernels):
+        row.category, row.precision = "other", ""
+    elif row.category == "compute" and not row.precision:
+        row.precision = mode
+    return row
+
+
+def _rows(iterations: list[Any], ranges: _ModuleRanges | None, mode: str,
+          cuda: bool = False) -> list[_Row]:
+    """Per-iteration times of every row (CPU time, on CUDA the kernels' device time); rows in
+    the first iteration's execution order."""
     rows: dict[str, _Row] = {}
     for iteration in iterations:
         seen: collections.Counter[str] = collections.Counter()
@@ -217,7 +253,10 @@ def _rows(iterations: list[Any], ranges: _ModuleRanges | None, mode: str) -> lis
             if name not in rows:
                 rows[name] = (_module_row(name, event, ranges) if ranges is not None and module
                               else _op_row(name, event, mode))
-            spent[name] += event.cpu_time_total / 1e6  # us -> s
+                if cuda:
+                    rows[name] = _on_gpu(rows[name], event, mode)
+            used = event.device_time_total if cuda else event.cpu_time_total
+            spent[name] += used / 1e6  # us -> s
             calls[name] += 1
         for name, seconds in spent.items():
             rows[name].times_s.append(seconds)
@@ -225,40 +264,56 @@ def _rows(iterations: list[Any], ranges: _ModuleRanges | None, mode: str) -> lis
     return list(rows.values())
 
 
-def _run_profiled(backend: Any, samples: np.ndarray, iterations: int,
-                  warmup: int) -> tuple[list[Any], list[float]]:
-    """(the per-inference profiler ranges, the wall time of each inference)."""
+def _run_profiled(backend: Any, samples: np.ndarray, iterations: int, warmup: int,
+                  cuda: bool = False) -> tuple[list[Any], list[float]]:
+    """(the per-inference profiler ranges, the wall time of each inference). On CUDA the
+    device is idle when each timing starts; predict waits for its own stream before it ends."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     for _ in range(warmup):
         backend.predict(samples)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     wall: list[float] = []
-    with torch_profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
+    with torch_profile(activities=activities, record_shapes=False) as prof:
         for _ in range(iterations):
+            if cuda:
+                torch.cuda.synchronize()
             start = time.perf_counter()
             with torch.autograd.profiler.record_function(ITERATION):
                 backend.predict(samples)
             wall.append(time.perf_counter() - start)
-    ranges = [event for event in prof.events() if event.name == ITERATION]
+    # on CUDA a range is also recorded as a GPU-side annotation: the CPU one is the range
+    ranges = [event for event in prof.events() if event.name == ITERATION
+              and event.device_type == DeviceType.CPU]
     if len(ranges) != iterations:
         raise SutError(f"torch.profiler recorded {len(ranges)} inference ranges for "
                        f"{iterations} inferences")
     return sorted(ranges, key=lambda event: event.time_range.start), wall
 
 
-def _check(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> str:
-    """The backend's mode, or a one-line error for what cannot be profiled here."""
+def _supported() -> str:
+    return (f"torch-{', torch-'.join(PROFILED_MODES)} and torch-cuda-"
+            f"{', torch-cuda-'.join(CUDA_MODES)}")
+
+
+def _check(backend: Any, samples: np.ndarray, iterations: int,
+           warmup: int) -> tuple[str, bool]:
+    """(the backend's mode, whether it runs on CUDA), or a one-line error for what cannot be
+    profiled here."""
     from quantmark.sut.pytorch.backend import TorchBackend
+    from quantmark.sut.pytorch.cuda import TorchCudaBackend
 
     name = getattr(backend, "name", type(backend).__name__)
-    if not isinstance(backend, TorchBackend):
-        raise UserError(f"{name}: layer profiling supports the CPU torch SUTs "
-                        f"(torch-{', torch-'.join(PROFILED_MODES)}), not this backend")
-    if backend.mode not in PROFILED_MODES:
-        raise UserError(f"{name}: layer profiling supports torch-"
-                        f"{', torch-'.join(PROFILED_MODES)}; a torch.compile graph runs fused "
-                        "kernels with no module boundaries to time")
+    cuda = isinstance(backend, TorchCudaBackend)
+    if not cuda and not isinstance(backend, TorchBackend):
+        raise UserError(f"{name}: layer profiling supports the torch SUTs ({_supported()}), "
+                        "not this backend")
+    if backend.mode not in (CUDA_MODES if cuda else PROFILED_MODES):
+        raise UserError(f"{name}: layer profiling supports {_supported()}; a torch.compile "
+                        "graph runs fused kernels with no module boundaries to time, torchao's "
+                        "INT8 runs tensor subclasses")
     if iterations < 1 or warmup < 0:
         raise UserError(f"profile needs iterations >= 1 and warmup >= 0, got {iterations} "
                         f"and {warmup}")
@@ -266,17 +321,17 @@ def _check(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> s
         raise UserError("profile needs at least one sample")
     if backend._run is None:
         raise SutError(f"{name}: not loaded (load() it before profiling)")
-    return str(backend.mode)
+    return str(backend.mode), cuda
 
 
 def profile(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> Profile:
     """Each layer's median time per inference of ``samples`` in the model ``backend`` runs."""
-    mode = _check(backend, samples, iterations, warmup)
+    mode, cuda = _check(backend, samples, iterations, warmup)
     model = backend._run
     ranges = None if isinstance(model, torch.jit.ScriptModule) else _ModuleRanges(model)
     try:
-        events, wall = _run_profiled(backend, samples, iterations, warmup)
-        rows = _rows(events, ranges, mode)
+        events, wall = _run_profiled(backend, samples, iterations, warmup, cuda)
+        rows = _rows(events, ranges, mode, cuda)
     finally:
         if ranges is not None:
             ranges.remove()
@@ -286,8 +341,10 @@ def profile(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> 
     notes = {
         "torch_version": torch.__version__,
         "threads": str(torch.get_num_threads()),
-        "row_time": "inclusive CPU time of the row's ops on the calling thread (intra-op "
-                    "worker threads run inside it), median over iterations",
+        "row_time": ("GPU time of the kernels launched in the row's range (torch.profiler "
+                     "device time), median over iterations" if cuda else
+                     "inclusive CPU time of the row's ops on the calling thread (intra-op "
+                     "worker threads run inside it), median over iterations"),
         "rows": ("TorchScript: module hooks do not fire on a script; rows are its top-level "
                  "ops, the K-th call of an op named op#K" if ranges is None else
                  "leaf modules by module path (forward hooks + record_function); functional "
@@ -295,7 +352,11 @@ def profile(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> 
     }
     if mode == "int8":
         notes["quantized_engine"] = torch.backends.quantized.engine
+    if cuda:
+        notes["cuda_device"] = torch.cuda.get_device_name(0)
+        notes[UNATTRIBUTED] = ("the GPU idle between kernels, waiting on the host's launches "
+                               "(eager Python, the dispatcher, the profiler's own work)")
     log.info("%s: %d rows profiled over %d iterations", backend.name, len(layers), iterations)
     return Profile(sut=backend.name, framework="torch", batch_size=len(samples),
                    iterations=iterations, layers=layers, end_to_end_ms=median_ms(wall),
-                   method=PROFILER, notes=notes)
+                   method=CUDA_PROFILER if cuda else PROFILER, notes=notes)

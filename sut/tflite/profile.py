@@ -11,8 +11,10 @@ them, written to a raw file for ``--input_layer_value_files``), at the batch's s
 model's batch is dynamic. Both figures are the tool's averages over its runs, not medians.
 
 The ``litert-benchmark`` that ai-edge-litert 2.x installs is a Python script over the
-``CompiledModel`` API without op profiling; where only it is found, ``profile`` raises a
-one-line ``SutError`` (the report's "unsupported" line).
+``CompiledModel`` API without op profiling. Where no tool that profiles is found, each op is
+timed in isolation through the interpreter instead (``isolated_profile``, ``op_isolation``):
+one-op models fed the real operands, not in situ, with the empty invoke's cost in the notes.
+The notes' ``path`` line says which path gave the times.
 
 Precision and category come from the model file: an op whose first operand is int8/uint8 is
 int8 (fp16 for float16, else fp32); QUANTIZE, DEQUANTIZE, TRANSPOSE and CAST are overhead.
@@ -36,10 +38,11 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend
-from quantmark.sut.profiling import LayerTime, Profile
+from quantmark.sut.profiling import OVERCOUNTED, LayerTime, Profile, median_ms
 
-__all__ = ["PROFILER", "ToolRow", "category", "find_tool", "op_precisions", "parse_run_order",
-           "parse_inference_avg_ms", "profile", "tool_command"]
+__all__ = ["ISOLATED", "PROFILER", "ToolRow", "category", "find_tool", "isolated_profile",
+           "op_precisions", "parse_run_order", "parse_inference_avg_ms", "profile",
+           "tool_command"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,8 @@ _INFERENCE_AVG = re.compile(r"Inference timings in us:.*Inference \(avg\):\s*([0
 _TYPES = {"int8": "int8", "uint8": "int8", "float16": "fp16", "float32": "fp32",
           "int16": "int16"}
 _TIMEOUT_S = 600
+ISOLATED = ("ai-edge-litert Interpreter: each op timed in isolation (one-op models), not in "
+            "situ, less an empty invoke; medians over interleaved rounds")
 
 
 @dataclass(frozen=True)
@@ -203,29 +208,46 @@ def _encode(samples: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
     return np.ascontiguousarray(quantize(samples, scale, zero_point, dtype))
 
 
-def _inputs(backend: Backend, samples: np.ndarray, folder: str
-            ) -> tuple[list[tuple[str, tuple[int, ...], str]], int]:
-    """The model's input as the backend feeds it, written raw; and the batch profiled (a
-    static batch of 1 runs one sample)."""
+def _batch(backend: Backend, samples: np.ndarray) -> tuple[str, np.ndarray]:
+    """The input's name and the batch as the backend feeds it (a static batch of 1 runs one
+    sample)."""
     from quantmark.sut.tflite.convert import open_interpreter
 
     detail = open_interpreter(backend.model_path).get_input_details()[0]
     static = int(detail["shape_signature"][0]) != -1
-    x = _encode(np.asarray(samples)[:1] if static else np.asarray(samples), detail)
+    return str(detail["name"]), _encode(np.asarray(samples)[:1] if static
+                                        else np.asarray(samples), detail)
+
+
+def _inputs(backend: Backend, samples: np.ndarray, folder: str
+            ) -> tuple[list[tuple[str, tuple[int, ...], str]], int]:
+    """The model's input as the backend feeds it, written raw; and the batch profiled."""
+    name, x = _batch(backend, samples)
     file = os.path.join(folder, "input.bin")
     x.tofile(file)
-    return [(str(detail["name"]), tuple(int(d) for d in x.shape), file)], len(x)
+    return [(name, tuple(int(d) for d in x.shape), file)], len(x)
 
 
 def profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int) -> Profile:
-    """Each op's average time per inference of ``samples`` in the .tflite ``backend`` runs,
-    from the benchmark tool's op profiling."""
-    from quantmark.sut.tflite.convert import open_interpreter
-
+    """Each op's time per inference of ``samples`` in the .tflite ``backend`` runs: from the
+    benchmark tool's op profiling where a tool that profiles is found, else each op timed in
+    isolation through the interpreter (``isolated_profile``)."""
     if iterations < 1 or warmup < 0:
         raise UserError(f"profile: iterations must be >= 1 and warm-up >= 0 (got {iterations} "
                         f"and {warmup})")
-    tool, flag = find_tool()
+    try:
+        tool, flag = find_tool()
+    except SutError as exc:
+        log.info("%s: timing each op in isolation instead", exc)
+        return isolated_profile(backend, samples, iterations, warmup, str(exc))
+    return _tool_profile(backend, samples, iterations, warmup, tool, flag)
+
+
+def _tool_profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int,
+                  tool: str, flag: str) -> Profile:
+    """The benchmark tool's run-order table and average inference, on the real samples."""
+    from quantmark.sut.tflite.convert import open_interpreter
+
     model = str(backend.model_path)
     with tempfile.TemporaryDirectory(prefix="quantmark-tflite-profile-") as tmp:
         inputs, batch = _inputs(backend, samples, tmp)
@@ -243,12 +265,71 @@ def profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int)
         raise SutError(f"tflite: {Path(tool).name} gave no op profile for {model} "
                        f"(exit {done.returncode}): {last}")
     precisions = op_precisions(open_interpreter(model))
-    notes = {"model_file": model, "tool": " ".join(command),
+    notes = {"path": f"the benchmark tool's op profiling ({Path(tool).name})",
+             "model_file": model, "tool": " ".join(command),
              "statistic": "the tool's averages over its runs, not medians (per op and end "
                           "to end)"}
     if batch != len(samples):
         notes["batch"] = f"the model has a static batch of {batch}: profiled at batch {batch}"
-    sut = getattr(getattr(backend, "sut", None), "name", "")
-    return Profile(sut=sut, framework="tflite", batch_size=batch, iterations=iterations,
-                   layers=_layers(rows, precisions),
+    return Profile(sut=_sut(backend), framework="tflite", batch_size=batch,
+                   iterations=iterations, layers=_layers(rows, precisions),
                    end_to_end_ms=parse_inference_avg_ms(text), method=PROFILER, notes=notes)
+
+
+def net(spent: list[float], empty: list[float]) -> list[float]:
+    """Each round's op time less the same round's empty invoke (never below zero)."""
+    return [max(op - nothing, 0.0) for op, nothing in zip(spent, empty, strict=True)]
+
+
+def _sut(backend: Backend) -> str:
+    return getattr(getattr(backend, "sut", None), "name", "")
+
+
+def isolated_profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int,
+                     why: str) -> Profile:
+    """Each op of the SUT's .tflite as a one-op model fed the real operands the samples give
+    it (``op_isolation``), the whole model and an empty model invoked in interleaved rounds;
+    each op's time is the median over the rounds of its invoke less the empty model's invoke of
+    the same round (the cost every invoke pays, which in situ the whole model pays once; raw
+    sum and the empty invoke are in the notes)."""
+    from quantmark.sut.tflite import op_isolation as iso
+    from quantmark.sut.tflite.convert import open_interpreter
+
+    model = str(backend.model_path)
+    _, x = _batch(backend, samples)
+    ops = iso.one_op_models(model)
+    values = iso.capture_tensors(model, x, {t for op in ops for t in op.inputs})
+    runners = [iso.open_one_op(op, values, backend.threads) for op in ops]
+    whole, empty = iso.whole_model(model, x, backend.threads), \
+        iso.empty_interpreter(backend.threads)
+    feeds = [iso.refeed(runner, op, values) for runner, op in zip(runners, ops, strict=True)]
+    times = iso.time_rounds([whole.invoke, empty.invoke, *(r.invoke for r in runners)],
+                            iterations, warmup, [None, None, *feeds])
+    interpreter = open_interpreter(model)
+    names = {int(t["index"]): str(t["name"]) for t in interpreter.get_tensor_details()}
+    kinds = {int(op["index"]): op["op_name"] for op in interpreter._get_ops_details()}
+    precisions = op_precisions(interpreter)
+    layers = [LayerTime(name=names[op.outputs[0]], op_type=kinds[op.index],
+                        kernel="XNNPACK" if iso.delegated(runner) else "TFLite builtin",
+                        precision=precisions.get(op.index, ""), category=category(
+                            kinds[op.index]), median_ms=median_ms(net(spent, times[1])))
+              for op, runner, spent in zip(ops, runners, times[2:], strict=True)]
+    empty_ms = median_ms(times[1])
+    raw_ms = sum(median_ms(spent) for spent in times[2:])
+    notes = {"path": f"{why}: each op timed in isolation through the interpreter instead",
+             "model_file": model,
+             "statistic": "medians over interleaved rounds (the whole model, an empty model "
+                          "and each one-op model, its inputs set again untimed just before, "
+                          "invoked once a round)",
+             "empty_invoke_ms": f"{empty_ms:.3g}",
+             "invoke_overhead": f"each op's time is net of the empty model's invoke in the same "
+                                f"round (median {empty_ms:.3g} ms): the per-op sum before that "
+                                f"subtraction was {raw_ms:.3f} ms",
+             "kernel": "XNNPACK where XNNPACK took the op in its one-op model",
+             OVERCOUNTED: "ops timed in isolation read their operands and weights cold in "
+                          "cache, where in situ the op before has just written them"}
+    if len(x) != len(samples):
+        notes["batch"] = f"the model has a static batch of {len(x)}: profiled at batch {len(x)}"
+    return Profile(sut=_sut(backend), framework="tflite", batch_size=len(x),
+                   iterations=iterations, layers=layers, end_to_end_ms=median_ms(times[0]),
+                   method=ISOLATED, notes=notes)

@@ -116,3 +116,33 @@ def test_agreement_puts_each_suts_worst_layers_under_the_references_names():
     assert rows == [["conv2", "2", "1", "2 of 2"], ["conv3", "1", "-", "1 of 2"],
                     ["conv1", "-", "2", "1 of 2"]]
     assert "## Diagnosis agreement" in "\n".join(diagnosis.agreement_markdown([ort, ov]))
+
+
+def test_a_curve_priced_in_ms_shows_costs_order_and_predicted_against_measured():
+    record = _record()
+    rows = record["recovery"]["rows"]
+    rows[0].update(ms_per_batch={"median": 80.0, "low": 75.0, "high": 85.0}, predicted_ms=80.0,
+                   prediction_error_pct=0.0, top1_per_ms=None, prediction_unknown="")
+    rows[1].update(ms_per_batch={"median": 88.0, "low": None, "high": None}, predicted_ms=84.0,
+                   prediction_error_pct=-4.56, top1_per_ms=1.25, prediction_unknown="")
+    record["recovery"].update(recover_by="ms", order=["conv3"], batch_size=8, candidates=[
+        {"name": "conv3", "op_type": "Conv", "lost_db": 3.0, "cost_ms": 4.0, "int8_ms": 1.0,
+         "float_ms": 5.0, "db_per_ms": 0.75, "matched_by": "name", "why": ""},
+        {"name": "conv2", "op_type": "Conv", "lost_db": 2.0, "cost_ms": None, "int8_ms": None,
+         "float_ms": None, "db_per_ms": None, "matched_by": "", "why": "no row"}],
+        costs={"unknown": ["conv2"], "why_unknown": ""})
+    typed = DiagnosisRecord.from_dict(record)
+    curve = list(csv.DictReader(io.StringIO(diagnosis.recovery_csv(typed))))
+    assert (curve[1]["ms_per_batch"], curve[1]["predicted_ms"]) == ("88.000", "84.000")
+    assert (curve[1]["prediction_error_pct"], curve[1]["top1_per_ms"]) == ("-4.6", "1.25")
+    assert curve[1]["recover_by"] == "ms" and curve[1]["excluded_cost_ms"] == "conv3=4.0000"
+    assert diagnosis.cost_rows(typed) == [
+        ["1", "conv3", "Conv", "3.0", "1.0000", "5.0000", "+4.0000", "0.8", "name", ""],
+        ["2", "conv2", "Conv", "2.0", "", "", "unknown", "", "", "no row"]]
+    lines = diagnosis.summary_lines(typed)
+    assert "recovery order: --recover-by ms (SQNR recovered per ms" in lines[-2]
+    assert lines[-1] == "recovery cost unknown for 1 of 2 candidate layers (first: conv2: no row)"
+    markdown = "\n".join(diagnosis.markdown(typed))
+    assert "### Recovery candidates priced in ms (batch 8), ordered by SQNR recovered per ms" \
+        in markdown
+    assert "Recovery candidates priced" in diagnosis.to_html(typed)

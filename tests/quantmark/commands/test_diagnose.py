@@ -97,3 +97,39 @@ def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monke
     written = json.loads(next(tmp_path.rglob("results.json")).read_text())
     assert written["recovery_failed"].startswith("K=2") and len(written["layers"]) == 4
     assert "RECOVERY FAILED: K=2" in next(tmp_path.rglob("layers.md")).read_text()
+
+
+def test_a_recovery_priced_in_ms_on_the_digits_cnn(tmp_path):
+    """``--recover-by ms`` on ort-int8: every candidate layer priced from both profiles, the
+    curve built in order of SQNR recovered per ms, each point predicted and measured."""
+    proc = run_cli("diagnose", "--sut", "ort-int8", "--model", "digits-cnn", "--samples", "8",
+                   "--recover", "2", "--recover-by", "ms", "--damage", "node_conv2d_1=100",
+                   "--eval-samples", "64", "--rounds", "2", "--round-seconds", "0.05",
+                   "--profile-iterations", "5", "--output", str(tmp_path), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = next(tmp_path.glob("*-ort-int8/digits-cnn/diagnose-ort-fp32"))
+    recovery = json.loads((folder / "results.json").read_text())["recovery"]
+    candidates = recovery["candidates"]
+    assert recovery["recover_by"] == "ms" and len(candidates) >= 2
+    assert all(c["cost_ms"] is not None and c["int8_row"] and c["float_row"]
+               for c in candidates), candidates
+    assert all(c["cost_ms"] == pytest.approx(c["float_ms"] - c["int8_ms"], abs=1e-4)
+               for c in candidates)
+    assert max(candidates, key=lambda c: c["lost_db"])["name"] == "node_conv2d_1"
+    ratios = [c["db_per_ms"] for c in candidates]
+    assert ratios == sorted(ratios, reverse=True)  # the order used: SQNR per ms, most first
+    order = [c["name"] for c in candidates][:2]
+    assert recovery["order"] == order
+    rows = {row["label"]: row for row in recovery["rows"]}
+    assert rows["K=1"]["excluded"] == order[:1] and rows["K=2"]["excluded"] == order
+    base = rows["K=0"]["ms_per_batch"]["median"]
+    for label, k in (("K=0", 0), ("K=1", 1), ("K=2", 2)):
+        row = rows[label]
+        assert row["ms_per_batch"]["median"] > 0 and row["ms_per_batch"]["batch"] == 8
+        assert row["predicted_ms"] == pytest.approx(
+            base + sum(c["cost_ms"] for c in candidates[:k]), abs=1e-3)
+        assert row["prediction_error_pct"] is not None and "top1_per_ms" in row
+    curve = (folder / "recovery.csv").read_text().splitlines()
+    assert "predicted_ms" in curve[0] and all(line.count(",ms,") for line in curve[1:])
+    assert "priced in ms" in proc.stdout and "--recover-by ms" in proc.stdout
+    assert "Recovery candidates priced in ms" in (folder / "layers.md").read_text()

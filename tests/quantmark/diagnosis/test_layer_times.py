@@ -1,11 +1,23 @@
 """Per-layer times in one vocabulary: overhead attributed to its layer, two profiles paired by
-graph position, the shares, the sum check, and a planted slow layer ranked first."""
+graph position, every framework's rows mapped onto the canonical ONNX layers and set side by
+side, the shares, the sum check, and a planted slow layer ranked first."""
 
 from __future__ import annotations
 
 import pytest
 
-from quantmark.diagnosis.layer_times import compare, layers, shares, slower, sum_check
+from quantmark.diagnosis.layer_times import (
+    GraphNode,
+    compare,
+    layers,
+    merged,
+    named_node,
+    shares,
+    side_by_side,
+    slower,
+    sum_check,
+    to_graph,
+)
 from quantmark.sut.profiling import LayerTime, Profile, median_ms
 
 
@@ -88,3 +100,80 @@ def test_median_of_iteration_times() -> None:
     assert median_ms([0.003, 0.001, 0.002]) == pytest.approx(2.0)
     assert median_ms([0.001, 0.002, 0.003, 0.004]) == pytest.approx(2.5)
     assert median_ms([]) == 0.0
+
+
+# ------------------------------------------------------------------ one vocabulary: ONNX layers
+
+def graph() -> list[GraphNode]:
+    """conv1 (+relu1 folded), conv2, pool, a reshape, fc: as ``graph_nodes`` lists them."""
+    return [GraphNode("conv1", "Conv", ("conv1", "c1", "relu1", "r1")),
+            GraphNode("conv2", "Conv", ("conv2", "c2")),
+            GraphNode("pool", "GlobalAveragePool", ("pool", "p")),
+            GraphNode("flat", "Reshape", ("flat", "f")),
+            GraphNode("fc", "Gemm", ("fc", "logits"))]
+
+
+def test_framework_names_map_to_the_onnx_node_they_start_with() -> None:
+    index = {alias: j for j, node in enumerate(graph()) for alias in node.aliases}
+    assert named_node("conv2_token_4", index) == 1  # ORT's QLinearConv of conv2
+    assert named_node("r1_nchwc", index) == 0  # ORT's fused conv1+relu1, by its output
+    assert named_node("fused fc", index) == 4
+    assert named_node("conv2/WithoutBiases", index) == 1  # OpenVINO
+    assert named_node("conv22", index) is None  # a prefix must end at a separator
+    assert named_node("aten::conv2d", index) is None
+
+
+def test_rows_of_every_framework_map_to_onnx_layers_by_name_then_position() -> None:
+    ort = to_graph(layers(profile([row("r1_nchwc", "Conv", 1.0), row("conv2_token_4",
+                                                                     "QLinearConv", 1.0),
+                                   row("pool", "GlobalAveragePool", 0.1),
+                                   row("fused fc", "FusedGemm", 0.2)], 3)), graph())
+    assert [x.onnx_layer for x in ort] == ["conv1", "conv2", "pool", "fc"]
+    # torch: no ONNX names; its ops align by kind; an unfused ReLU joins its conv's layer
+    torch = to_graph(layers(profile([row("aten::conv2d", "aten::conv2d", 1.0),
+                                     row("aten::relu", "aten::relu", 0.1),
+                                     row("aten::conv2d#2", "aten::conv2d", 1.0),
+                                     row("aten::mean", "aten::mean", 0.1),
+                                     row("aten::view", "aten::view", 0.0),
+                                     row("aten::addmm", "aten::addmm", 0.2)], 3)), graph())
+    assert [x.onnx_layer for x in torch] == ["conv1", "conv1", "conv2", "", "flat", "fc"]
+    joined = merged(torch)
+    assert [x.onnx_layer for x in joined] == ["conv1", "conv2", "", "flat", "fc"]
+    assert joined[0].name == "aten::conv2d+aten::relu"
+    assert joined[0].compute_ms == pytest.approx(1.1)
+
+
+def test_profiles_pair_through_the_onnx_graph_and_sit_side_by_side() -> None:
+    test = profile([row("conv1_token_1", "QLinearConv", 0.4, "int8"),
+                    row("conv2_token_4", "QLinearConv", 3.0, "int8"),
+                    row("pool", "GlobalAveragePool", 0.1),
+                    row("fc_token_9", "QGemm", 0.2, "int8")], 3.8, "x-int8")
+    ort = profile([row("r1_nchwc", "Conv", 1.0), row("c2_nchwc", "Conv", 2.0),
+                   row("pool", "GlobalAveragePool", 0.1), row("fused fc", "FusedGemm", 0.2)],
+                  3.4, "x-fp32")
+    ov = profile([row("conv1/WithoutBiases", "Convolution", 0.5, "int8"),
+                  row("relu1", "Relu", 0.05, "int8"),
+                  row("conv2/WithoutBiases", "Convolution", 1.0, "int8"),
+                  row("fc/WithoutBiases", "FullyConnected", 0.1, "int8")], 1.7, "y-int8")
+    rows = compare(test, ort, graph())
+    assert {r.onnx_layer: r.matched_by for r in rows} == {
+        "conv1": "onnx layer", "conv2": "onnx layer", "pool": "onnx layer", "fc": "onnx layer"}
+    first = slower(rows)[0]
+    assert first.onnx_layer == "conv2" and first.ms_lost == pytest.approx(1.0)
+    table = dict(side_by_side(test, [ort, ov], graph()))
+    assert list(table) == ["conv1", "conv2", "pool", "fc"]
+    conv1 = {column.label: column.layer for column in table["conv1"]}
+    assert list(conv1) == ["x-int8", "x-fp32", "y-int8"]
+    assert conv1["y-int8"].total_ms == pytest.approx(0.55)  # its relu joins the layer
+    assert {c.label: c.layer for c in table["pool"]}["y-int8"] is None  # OV fused it away
+
+
+def test_onnx_graph_nodes_of_a_real_model_fold_activations() -> None:
+    import onnx
+
+    from quantmark.diagnosis.profile_run import graph_nodes
+    from tests.quantmark.diagnosis.planted_models import original_onnx
+
+    nodes = graph_nodes(onnx.load(str(original_onnx())))
+    assert [n.op_type for n in nodes] == ["Conv", "Conv", "MaxPool", "Reshape", "Gemm", "Gemm"]
+    assert "node_relu" in nodes[0].aliases and "relu" in nodes[0].aliases

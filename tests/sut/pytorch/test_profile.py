@@ -4,6 +4,8 @@ per top-level quantized op."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,106 @@ def test_bad_requests_are_one_line_errors(built, digits_data, digits_weights,
     unloaded = create("torch-fp32", _options(digits_weights), DIGITS_SPEC, digits_calibration)
     with pytest.raises(SutError, match="not loaded"):
         tp.profile(unloaded, x, iterations=1, warmup=0)
+
+
+# --------------------------------------------------------------------------- CUDA
+
+def _cuda_skip() -> str | None:
+    from quantmark.ground.fingerprint import gpu_present
+    from quantmark.sut.pytorch.cuda import cuda_blocker
+
+    return "needs an NVIDIA GPU (none found)" if not gpu_present() else cuda_blocker()
+
+
+def _event(name: str, kernels=(), children=()):
+    """A profiler event as ``_on_gpu`` reads it: its kernels and the ops below it."""
+    from torch.autograd.profiler_util import Kernel
+
+    return types.SimpleNamespace(name=name, kernels=[Kernel(k, 0, us) for k, us in kernels],
+                                 cpu_children=list(children))
+
+
+def test_gpu_rows_take_the_longest_kernel_and_copies_are_other():
+    conv = tp._Row("4", "Conv2d", "aten::cudnn_convolution", "fp16", "compute")
+    below = _event("aten::cudnn_convolution", [("sm90_xmma_fprop_f16", 30.0),
+                                               ("nchwToNhwcKernel", 4.0)])
+    conv = tp._on_gpu(conv, _event("quantmark::module::4", children=[below]), "fp16")
+    assert (conv.kernel, conv.category, conv.precision) == ("sm90_xmma_fprop_f16", "compute",
+                                                            "fp16")
+    copy = tp._Row("aten::to#0", "aten::to", "aten::copy_", "", "overhead")
+    memcpy = _event("aten::copy_", [("Memcpy HtoD (Pageable -> Device)", 12.0)])
+    copy = tp._on_gpu(copy, _event("aten::to", children=[memcpy]), "fp16")
+    assert (copy.category, copy.precision) == ("other", "")  # the input's transfer, not a cast
+    cast = tp._Row("aten::to#1", "aten::to", "aten::copy_", "", "overhead")
+    cast = tp._on_gpu(cast, _event("aten::to", [("elementwise_kernel_half", 2.0)]), "fp16")
+    assert cast.category == "overhead" and cast.kernel == "elementwise_kernel_half"
+    add = tp._on_gpu(tp._Row("aten::add#0", "aten::add", "aten::add", "", "compute"),
+                     _event("aten::add", [("vectorized_add", 1.0)]), "bf16")
+    assert add.precision == "bf16"  # the mode's: model and input were cast once
+
+
+def test_cuda_modes_without_module_boundaries_are_refused_in_one_line(digits_weights,
+                                                                     digits_data):
+    """Checked before anything touches the GPU, so it runs here too."""
+    from quantmark.sut.pytorch.cuda import TorchCudaBackend
+    from tests.digits_model import _build
+
+    x = digits_data.eval_x[:2]
+    for name, error, match in (("torch-cuda-compile", UserError, "torch.compile"),
+                               ("torch-cuda-fp16", SutError, "not loaded")):
+        backend = TorchCudaBackend(name, DIGITS_SPEC, None, _options(digits_weights), x,
+                                   _build())
+        with pytest.raises(error, match=match) as caught:
+            tp.profile(backend, x, iterations=1, warmup=0)
+        assert "\n" not in str(caught.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_skip() is not None, reason=str(_cuda_skip()))
+def test_cuda_profiles_time_every_conv_on_the_gpu(digits_weights, digits_data):
+    from quantmark.sut.pytorch import cuda as pytorch_cuda
+
+    x = digits_data.eval_x[:8]
+    for name, precision in (("torch-cuda-fp32", "fp32"), ("torch-cuda-fp16", "fp16"),
+                            ("torch-cuda-bf16", "bf16")):
+        if precision == "bf16" and not torch.cuda.is_bf16_supported():
+            continue
+        backend = pytorch_cuda.create(name, _options(digits_weights), DIGITS_SPEC, None)
+        backend.load()
+        try:
+            profile = tp.profile(backend, x, iterations=5, warmup=2)
+        finally:
+            backend.close()
+        rows = _rows(profile)
+        assert profile.method == tp.CUDA_PROFILER and "cuda_device" in profile.notes
+        assert {layer.category for layer in profile.layers} <= set(CATEGORIES)
+        for conv in CONVS:
+            assert (rows[conv].op_type, rows[conv].category, rows[conv].precision) == (
+                "Conv2d", "compute", precision), name
+            assert rows[conv].median_ms > 0 and not rows[conv].kernel.startswith("aten::")
+        assert rows[LINEAR].median_ms > 0 and rows[LINEAR].precision == precision
+        copies = [layer for layer in profile.layers if layer.kernel.startswith("Memcpy")]
+        assert copies and {layer.category for layer in copies} == {"other"}
+        # kernels of one stream, each launched and waited for inside the timed predict
+        assert 0 < profile.layer_sum_ms <= 1.1 * profile.end_to_end_ms, name
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(_cuda_skip() is not None, reason=str(_cuda_skip()))
+def test_profile_command_fp16_against_fp32_on_resnet50(tmp_path):
+    from quantmark.ground.records import load_record
+    from tests.conftest import run_cli
+
+    proc = run_cli("profile", "--sut", "torch-cuda-fp16", "--against", "torch-cuda-fp32",
+                   "--model", "resnet50", "--batch-size", "8", "--iterations", "20",
+                   "--warmup", "5", "--output", str(tmp_path), timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = next(tmp_path.rglob("profile-torch-cuda-fp16-vs-torch-cuda-fp32/results.json"))
+    record = load_record(results, kind="profile")
+    assert record.unsupported == {}
+    for side, precision in ((record.test, "fp16"), (record.reference, "fp32")):
+        convs = [row for row in side["layers"] if row["op_type"] == "Conv2d"]
+        assert len(convs) == 53 and all(row["median_ms"] > 0 for row in convs)  # resnet50
+        assert {row["precision"] for row in convs} == {precision}
+    assert "layers sum to" in proc.stdout

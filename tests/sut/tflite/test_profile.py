@@ -1,6 +1,7 @@
 """TFLite's per-op profile (run.py profile) on the digits CNN: the benchmark tool's op-profiling
-table read into rows whose precision comes from the SUT's own .tflite, and a one-line error
-where no tool here can profile ops (ai-edge-litert's Python litert-benchmark cannot)."""
+table read into rows whose precision comes from the SUT's own .tflite, a one-line error where
+no tool here can profile ops (ai-edge-litert's Python litert-benchmark cannot), and then each op
+timed in isolation through the interpreter, its one-op model proven to be the same op."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ pytest.importorskip("ai_edge_litert")
 
 from quantmark.ground.errors import SutError, UserError  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
-from quantmark.sut.profiling import CATEGORIES  # noqa: E402
+from quantmark.sut.profiling import CATEGORIES, Profile  # noqa: E402
+from quantmark.sut.tflite import op_isolation  # noqa: E402
 from quantmark.sut.tflite import profile as tfl_profile  # noqa: E402
 from quantmark.sut.tflite.backend import TFLiteBackend, create  # noqa: E402
 from quantmark.sut.tflite.convert import open_interpreter  # noqa: E402
@@ -162,3 +164,104 @@ def test_the_tool_times_every_conv_and_the_classifier(backends, samples, name) -
                    if row.op_type in ("QUANTIZE", "DEQUANTIZE"))
     assert prof.end_to_end_ms > 0 and 0 < prof.layer_sum_ms <= 3 * prof.end_to_end_ms
     assert "averages" in prof.notes["statistic"]
+
+
+# ------------------------------------------------------- no tool: each op timed in isolation
+ISOLATED = "each op timed in isolation (one-op models), not in situ"
+
+
+def _no_tool() -> tuple[str, str]:
+    raise SutError("tflite: no tool with op profiling here")
+
+
+@pytest.fixture(scope="module")
+def isolated(backends, samples) -> dict[str, Profile]:
+    """Both SUTs profiled through the interpreter (the tool made missing, wherever it is)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tfl_profile, "find_tool", _no_tool)
+        return {name: tfl_profile.profile(backends[name], samples, iterations=5, warmup=1)
+                for name in SUTS}
+
+
+def _output_names(path: str) -> list[str]:
+    interpreter = open_interpreter(path)
+    tensors = {int(t["index"]): t["name"] for t in interpreter.get_tensor_details()}
+    return [tensors[int(op["outputs"][0])] for op in _ops(path)]
+
+
+@pytest.mark.parametrize("name", SUTS)
+def test_without_a_tool_every_op_is_timed_in_isolation(backends, isolated, name) -> None:
+    prof, path = isolated[name], backends[name].model_path
+    ops = _ops(path)
+    assert [row.op_type for row in prof.layers] == [op["op_name"] for op in ops]
+    assert [row.name for row in prof.layers] == _output_names(path)  # one row per op, in order
+    # net of an empty invoke: a reshape may come to nothing; a convolution never does
+    assert all(row.median_ms >= 0 and row.calls == 1 for row in prof.layers)
+    assert all(row.kernel in ("XNNPACK", "TFLite builtin") for row in prof.layers)
+    compute = [row for row in prof.layers if row.op_type in COMPUTE]
+    assert len(compute) == 4 and all(row.category == "compute" for row in compute)
+    assert all(row.median_ms > 0 for row in compute)
+    assert {row.precision for row in compute} == {"int8" if name == "tflite-int8" else "fp32"}
+    moved = [row for row in prof.layers if row.op_type in ("TRANSPOSE", "QUANTIZE",
+                                                           "DEQUANTIZE")]
+    assert moved and all(row.category == "overhead" for row in moved)
+    assert ISOLATED in prof.method and prof.end_to_end_ms > 0
+    assert prof.batch_size == 8 and prof.iterations == 5 and prof.framework == "tflite"
+    assert prof.sut == name
+    assert prof.notes["path"].startswith("tflite: no tool with op profiling here: each op")
+    assert float(prof.notes["empty_invoke_ms"]) > 0
+    raw = float(prof.notes["invoke_overhead"].split("subtraction was ")[1].split(" ms")[0])
+    assert raw > prof.layer_sum_ms  # the empty invoke came off every op
+
+
+def test_an_op_is_timed_net_of_the_empty_invoke_of_its_round() -> None:
+    assert tfl_profile.net([0.005, 0.004, 0.001], [0.001, 0.002, 0.003]) == pytest.approx(
+        [0.004, 0.002, 0.0])
+
+
+@pytest.mark.parametrize("name", SUTS)
+def test_a_one_op_model_computes_what_the_op_computes_in_the_model(backends, samples,
+                                                                   name) -> None:
+    """Each one-op model, fed the operands the whole model gave its op, gives the op's output
+    in the whole model: the same op, weights and quantization."""
+    path = backends[name].model_path
+    ops = op_isolation.one_op_models(path)
+    assert [op.index for op in ops] == [op["index"] for op in _ops(path)]
+    x = backends[name]._to_input(samples)
+    wanted = {t for op in ops for t in (*op.inputs, *op.outputs)}
+    values = op_isolation.capture_tensors(path, x, wanted)
+    for op in ops:
+        (out,) = op_isolation.run_one_op(op, values, threads=2)
+        expected = values[op.outputs[0]]
+        assert out.dtype == expected.dtype and out.shape == expected.shape
+        if out.dtype == np.int8:  # one step of rounding at most
+            assert np.abs(out.astype(int) - expected.astype(int)).max() <= 1, op.index
+        else:
+            np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    conv = next(op for op in ops if _ops(path)[op.index]["op_name"] == "CONV_2D")
+    other = dict(values)
+    other[conv.inputs[0]] = np.zeros_like(values[conv.inputs[0]])  # the check can fail
+    (changed,) = op_isolation.run_one_op(conv, other, threads=2)
+    assert not np.array_equal(changed, values[conv.outputs[0]])
+
+
+def test_the_empty_model_adds_two_numbers() -> None:
+    interpreter = op_isolation.empty_interpreter(threads=1)
+    interpreter.invoke()
+    (out,) = interpreter.get_output_details()
+    assert interpreter.get_tensor(int(out["index"])).tolist() == [2.0]
+
+
+def test_a_tool_that_profiles_is_used_first(backends, samples, tmp_path, monkeypatch) -> None:
+    """Where a tool with op profiling is found, its table gives the rows, not isolation."""
+    path = backends["tflite-int8"].model_path
+    report = tmp_path / "report.txt"
+    report.write_text(_table(_ops(path)))
+    tool = tmp_path / "benchmark_model"
+    tool.write_text(f"#!/bin/sh\ncat {report}\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(tfl_profile, "find_tool", lambda: (str(tool), "--graph"))
+    prof = tfl_profile.profile(backends["tflite-int8"], samples, iterations=3, warmup=1)
+    assert prof.method == tfl_profile.PROFILER and prof.end_to_end_ms == pytest.approx(1.2345)
+    assert prof.notes["path"] == "the benchmark tool's op profiling (benchmark_model)"
+    assert all(row.median_ms == 0.25 for row in prof.layers)
