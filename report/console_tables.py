@@ -153,6 +153,9 @@ def print_diagnosis(console: Console, record: DiagnosisRecord) -> None:
         if row.get("disturbed_rounds"):
             console.print(f"[yellow]disturbed:[/] {escape(row['label'])}: "
                           f"{escape('; '.join(row['disturbed_why']))}", soft_wrap=True)
+    costs = diagnosis.cost_rows(record)
+    if costs:
+        console.print(table(diagnosis.cost_title(record), diagnosis.COST_HEADER, costs))
 
 
 def print_agreement(console: Console, records: list[DiagnosisRecord]) -> None:

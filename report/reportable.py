@@ -12,14 +12,14 @@ from quantmark.report.characterize import Study
 
 def require_reportable(study: Study, records: list[Any], folders: list[str | Path]) -> None:
     """UserError unless ``study`` has performance runs, explained cells, train-bench results
-    or ``records`` (``run.py diagnose``'s and ``run.py profile``'s). Accuracy runs alone have
-    no row in the report (their top-1 sits in a performance run's row), so a folder of only
-    those is refused, naming them."""
+    or ``records`` (``run.py diagnose``'s, ``run.py profile``'s and ``run.py recommend``'s).
+    Accuracy runs alone have no row in the report (their top-1 sits in a performance run's
+    row), so a folder of only those is refused, naming them."""
     if study.configs or study.explained or study.training or records:
         return
     where = ", ".join(str(folder) for folder in folders)
     found = (f" (only {len(study.accuracy)} accuracy run(s): their top-1 is in each "
              "accuracy.txt, and a report row needs a performance run)" if study.accuracy else "")
-    raise UserError(f"no LoadGen runs (mlperf_log_detail.txt), train-bench results, diagnoses "
-                    f"or profiles under {where}{found}; no report was written: run "
-                    "performance tests too, or drop --output to list the folder")
+    raise UserError(f"no LoadGen runs (mlperf_log_detail.txt), train-bench results, diagnoses, "
+                    f"profiles or recommendations under {where}{found}; no report was written: "
+                    "run performance tests too, or drop --output to list the folder")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import quantmark.report.profile_section as profile_section  # run.py profile's records
+import quantmark.report.recommend_section as recommend_section  # run.py recommend's
 import quantmark.report.workload_tables as workload_tables  # by input size, by dataset
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
 from quantmark.report import diagnosis_section, ensemble_tables, ensembles, stopping, training
@@ -34,6 +35,7 @@ from quantmark.report.intervals import (
     verdicts_note,
 )
 from quantmark.report.loadgen_log import PERCENTILES
+from quantmark.report.machine_table import MACHINE_HEADER, machine_rows
 from quantmark.report.percentiles import CSV_COLUMNS, csv_cells, why_not
 from quantmark.report.percentiles import NOTE as PERCENTILES_NOTE
 from quantmark.report.reportable import require_reportable
@@ -288,32 +290,18 @@ def _scan_rows(study: Study) -> list[list[str]]:
         for r in batch_scan(study)]
 
 
-def _machine_rows(study: Study) -> list[list[str]]:
-    rows = []
-    for host, m in study.machines.items():
-        software = ", ".join(f"{k} {v}" for k, v in (m.get("software") or {}).items() if v)
-        rows.append(ordered(MACHINE_HEADER, {
-            # a fleet node's name, with the host it ran on
-            "system": f"{host} ({m['hostname']})" if m.get("node") else host,
-            "CPU": str(m.get("cpu_model", "")), "arch": str(m.get("arch", "")),
-            "usable CPUs": str(m.get("usable_cpus", "")),
-            "ISA features": " ".join(m.get("cpu_flags") or []), "software": software}))
-    return rows
-
-
-MACHINE_HEADER = ["system", "CPU", "arch", "usable CPUs", "ISA features", "software"]
-
-
 def to_markdown(study: Study, figures: list[Figure],
                 section: ensembles.Section | None = None,
-                diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = ()) -> str:
+                diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = (),
+                recommendations: list[Any] = ()) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
     for heading, warned in _warnings(study):
         lines += [f"**{heading}**", ""] + [f"- {t}" for t in warned] + [""]
     lines += ["## Machines", ""]
-    lines += markdown_table(MACHINE_HEADER, _machine_rows(study))
-    inference = bool(study.configs) or not (study.training or diagnoses or profiles)
+    lines += markdown_table(MACHINE_HEADER, machine_rows(study))
+    inference = bool(study.configs) or not (study.training or diagnoses or profiles
+                                             or recommendations)
     if inference:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
     for title, configs in _sections(study):
@@ -330,6 +318,7 @@ def to_markdown(study: Study, figures: list[Figure],
         lines += [""] + diagnosis_section.markdown(record, figure_link=False)
     lines += diagnosis_section.agreement_markdown(diagnoses or [])
     lines += profile_section.markdown_all(list(profiles))
+    lines += recommend_section.markdown_all(list(recommendations))
     if study.explained:
         lines += ["", "## Cells without a result", ""]
         lines += markdown_table(EXPLAINED_HEADER, _explained_rows(study))
@@ -348,7 +337,8 @@ th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 
 
 def to_html(study: Study, figures: list[Figure], section: ensembles.Section | None = None,
-            diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = ()) -> str:
+            diagnoses: list[dict[str, Any]] | None = None, profiles: list[Any] = (),
+            recommendations: list[Any] = ()) -> str:
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
@@ -357,8 +347,9 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
         parts += [f"<p class='bad'><strong>{html.escape(heading)}</strong></p>"
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned)
                   + "</ul>"]
-    parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, _machine_rows(study))]
-    inference = bool(study.configs) or not (study.training or diagnoses or profiles)
+    parts += ["<h2>Machines</h2>", html_table(MACHINE_HEADER, machine_rows(study))]
+    inference = bool(study.configs) or not (study.training or diagnoses or profiles
+                                             or recommendations)
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
                                                     for n in _notes(study)) + "</ul>")
@@ -377,6 +368,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
     parts += [diagnosis_section.to_html(record) for record in diagnoses or []]
     parts.append(diagnosis_section.agreement_html(diagnoses or []))
     parts += [profile_section.to_html(record) for record in profiles]
+    parts += [recommend_section.to_html(record) for record in recommendations]
     if study.explained:
         parts += ["<h2>Cells without a result</h2>",
                   html_table(EXPLAINED_HEADER, _explained_rows(study))]
@@ -397,9 +389,12 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     out = Path(output)
     section = ensembles.build(study)  # once: its paired top-1 changes read accuracy logs
     diagnoses, profiles = diagnosis_section.load(folders), profile_section.load(folders)
-    require_reportable(study, [*diagnoses, *profiles], folders)  # refused: nothing written
+    recommendations = recommend_section.load(folders)
+    # refused: nothing written
+    require_reportable(study, [*diagnoses, *profiles, *recommendations], folders)
     figures = all_figures(study) + workload_tables.figures(study) + ensemble_figures(section) + \
-        diagnosis_section.figures(diagnoses) + profile_section.figures(profiles)
+        diagnosis_section.figures(diagnoses) + profile_section.figures(profiles) + \
+        recommend_section.figures(recommendations)
     files = []
     for figure in figures:
         path = out / "figures" / figure.filename
@@ -409,8 +404,10 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
         if stale not in files:
             stale.unlink()
     texts = [("report.csv", report_csv(study)), ("runs.csv", runs_csv(study)),
-             ("report.md", to_markdown(study, figures, section, diagnoses, profiles)),
-             ("report.html", to_html(study, figures, section, diagnoses, profiles)),
+             ("report.md", to_markdown(study, figures, section, diagnoses, profiles,
+                                       recommendations)),
+             ("report.html", to_html(study, figures, section, diagnoses, profiles,
+                                     recommendations)),
              *ensemble_tables.csv_texts(section), *workload_tables.csv_texts(study)]
     if study.training:
         texts.append(("train_bench.csv", training.to_csv(training.rows(study.training))))

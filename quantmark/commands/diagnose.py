@@ -105,11 +105,7 @@ def main(args: argparse.Namespace) -> int:
     record = steps.run(config)
     folder = diagnosis_output.write(record, config, started)
     written = diagnosis_section.load([folder])[0]
-    tables.print_diagnosis(console, written)
-    if diagnosis_section.cost_rows(written):
-        console.print(tables.table(diagnosis_section.cost_title(written),
-                                   diagnosis_section.COST_HEADER,
-                                   diagnosis_section.cost_rows(written)))
+    tables.print_diagnosis(console, written)  # with the candidates' costs, where priced
     console.print(f"written to {escape(str(folder))}: results.json, layers.csv, layers.md"
                   f"{', recovery.csv' if record.get('recovery') else ''}, diagnosis.png",
                   soft_wrap=True)

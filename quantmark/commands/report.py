@@ -1,8 +1,8 @@
 """``run.py report DIR [DIR ...] [--output DIR]``: tables of results folders. A sweep folder,
 several folders (merged) or any folder with ``--output``: the characterization report
 (Markdown, CSV, HTML with figures), as is a folder holding train-bench results. One plain
-results folder: its percentile table (CSV, Markdown). Diagnoses and profiles under the folders:
-their tables.
+results folder: its percentile table (CSV, Markdown). Diagnoses, profiles and recommendations
+under the folders: their tables.
 
 The report's statistics (scipy) and figures (matplotlib) are imported when a report is made:
 the lean install, which has neither, must still start every other verb."""
@@ -19,7 +19,7 @@ from quantmark.commands import options
 from quantmark.ground.errors import UserError
 from quantmark.report import console_tables as tables
 from quantmark.report import diagnosis_section as diagnosis
-from quantmark.report import profile_section, training
+from quantmark.report import profile_section, recommend_section, training
 from quantmark.run.checks import check_output_writable
 
 NAME = "report"
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
 
 def report(folders: list[str], output: str | None = None) -> None:
     """The characterization report or the percentile table of ``folders`` (see the module),
-    then the tables of the diagnoses and profiles among them."""
+    then the tables of the diagnoses, profiles and recommendations among them."""
     for folder in folders:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
@@ -50,18 +50,22 @@ def report(folders: list[str], output: str | None = None) -> None:
     if len(folders) > 1 and output is None:
         raise UserError("several folders merge into one report: say where with --output DIR")
     diagnoses, profiles = diagnosis.load(folders), profile_section.load(folders)
+    recommendations = recommend_section.load(folders)
     if is_sweep or len(folders) > 1 or output is not None or training.load(folders):
-        characterization(folders, Path(output or folders[0]), bool(profiles))
-    elif not (diagnoses or profiles) or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
+        characterization(folders, Path(output or folders[0]), bool(profiles or recommendations))
+    elif not (diagnoses or profiles or recommendations) \
+            or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
         percentile_table(folders[0])
     for record in diagnoses:  # run.py diagnose's folders: their tables (and in the report)
         tables.print_diagnosis(console, record)
     tables.print_agreement(console, diagnoses)
     profile_section.print_profiles(console, profiles)  # run.py profile's, likewise
+    recommend_section.print_recommendations(console, recommendations)  # run.py recommend's
 
 
 def characterization(folders: list[str], output: Path, profiles: bool = False) -> None:
-    """Write the characterization report of ``folders`` into ``output`` and print its tables."""
+    """Write the characterization report of ``folders`` into ``output`` and print its tables
+    (``profiles``: the folders hold profiles or recommendations, a report of their own)."""
     if importlib.util.find_spec("matplotlib") is None:  # the lean Raspberry Pi install
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
@@ -76,7 +80,7 @@ def characterization(folders: list[str], output: Path, profiles: bool = False) -
     if not (study.configs or study.explained or study.training or written.diagnoses
             or profiles):
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt), train-bench results, "
-                        f"diagnoses or profiles under {', '.join(folders)}")
+                        f"diagnoses, profiles or recommendations under {', '.join(folders)}")
     print_characterization(console, folders, study)
     names = ", ".join(p.name for p in written.files if p.parent == output)
     console.print(f"written to {escape(str(output))}: {names} and "

@@ -248,16 +248,22 @@ def named_node(name: str, index: dict[str, int]) -> int | None:
 
 
 def to_graph(found: list[Layer], graph: Sequence[GraphNode]) -> list[Layer]:
-    """Set each layer's ``onnx_layer``: by name where the framework kept the ONNX names (in
-    graph order), then, between named layers, by the run of op kinds (``difflib``); an
-    activation left over belongs to the layer before it (ONNX folds it there). Returns
-    ``found``."""
+    """Set each layer's ``onnx_layer``: by name where the framework kept the ONNX names (those
+    in graph order anchor the rest; a branch the framework runs in another order than the file,
+    such as a residual's downsample, still keeps its own name), then, between named layers, by
+    the run of op kinds (``difflib``), never onto a node another layer names; an activation
+    left over belongs to the layer before it (ONNX folds it there). Returns ``found``."""
     index = _graph_index(graph)
+    direct = [named_node(layer.name, index) for layer in found]
+    claimed = {j for j in direct if j is not None}
     named = _in_order(found, lambda layer: named_node(layer.name, index), repeat=True)
     paired = _align(named, [kind(x.op_type) for x in found], [kind(n.op_type) for n in graph],
                     "name")
     for i, layer in enumerate(found):
-        layer.onnx_layer = graph[paired[i][0]].name if i in paired else ""
+        j = direct[i]
+        if j is None and i in paired and paired[i][0] not in claimed:
+            j = paired[i][0]
+        layer.onnx_layer = graph[j].name if j is not None else ""
         if not layer.onnx_layer and i and kind(layer.op_type) == "act":
             layer.onnx_layer = found[i - 1].onnx_layer
     return found

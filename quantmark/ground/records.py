@@ -294,6 +294,32 @@ class ProfileRecord(Record):
 
 
 @dataclass(kw_only=True)
+class RecommendationRecord(Record):
+    """``run.py recommend``'s ``recommendation.json``: the answer and every candidate's evidence
+    (plain summaries: ``quantmark.recommend.answer``), so a report needs no search to read it."""
+
+    KIND: ClassVar[str] = "recommendation"
+    model: str
+    scenario: str
+    verdict: str  # winner | tied | undecided | infeasible
+    objective: str
+    higher_is_better: bool
+    limits: dict[str, Any] = field(default_factory=dict)
+    recommended: dict[str, Any] | None = None
+    tied: list[Any] = field(default_factory=list)  # candidate keys, best point first
+    excluded: list[Any] = field(default_factory=list)
+    binding: str = ""
+    closest: str | None = None
+    candidates: list[Any] = field(default_factory=list)
+    commands: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)  # rounds, spent_s, budget_s, notes
+    figure: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+    times: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
 class SweepManifest(Record):
     """A sweep's ``sweep.json``: the settings it measures with, its spec, every cell's entry."""
 
@@ -305,7 +331,7 @@ class SweepManifest(Record):
 
 KINDS: dict[str, type[Record]] = {cls.KIND: cls for cls in (
     RunRecord, InterferenceRecord, DiagnosisRecord, TrainBenchRecord, ProfileRecord,
-    SweepManifest)}
+    RecommendationRecord, SweepManifest)}
 
 
 def _from_schema_1(data: dict[str, Any], kind: str) -> dict[str, Any]:

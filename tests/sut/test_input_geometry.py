@@ -183,11 +183,13 @@ def test_a_dynamic_height_and_width_take_the_spec_s_size(sut: str, dynamic_onnx:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sut", FP32 + INT8)
-def test_resnet50_at_384_with_37_classes(sut: str) -> None:
-    """A built-in architecture at another size and class count, from its torch weights."""
+def test_resnet50_at_192_with_37_classes(sut: str) -> None:
+    """A built-in architecture at another size and class count, from its torch weights (192,
+    not the issue's 384, to keep 9 SUTs inside CI's time: the fine-tuned 384-pixel model runs
+    through every framework in tests/quantmark/test_your_model.py)."""
     from quantmark.models.zoo import get_model
 
-    spec = replace(get_model("resnet50"), input_size=384, input_width=384, resize_short=416,
+    spec = replace(get_model("resnet50"), input_size=192, input_width=192, resize_short=208,
                    num_classes=37)
     calibration = RecipeCalibration(spec, 16)
     backend = make(sut, spec, None, calibration)

@@ -143,6 +143,23 @@ def test_rows_of_every_framework_map_to_onnx_layers_by_name_then_position() -> N
     assert joined[0].compute_ms == pytest.approx(1.1)
 
 
+def test_a_branch_run_out_of_the_files_order_keeps_its_onnx_name() -> None:
+    """OpenVINO runs a residual's downsample conv after the main branch's first conv, where
+    the ONNX file lists it before: it keeps its own node, and no other layer takes it."""
+    branched = [GraphNode("conv1", "Conv", ("conv1",)), GraphNode("down", "Conv", ("down",)),
+                GraphNode("conv2", "Conv", ("conv2",)), GraphNode("fc", "Gemm", ("fc",))]
+    ov = to_graph(layers(profile([row("conv1/WithoutBiases", "Convolution", 1.0),
+                                  row("conv2/WithoutBiases", "Convolution", 1.0),
+                                  row("down/WithoutBiases", "Convolution", 0.5),
+                                  row("fc", "FullyConnected", 0.2)], 3)), branched)
+    assert [x.onnx_layer for x in ov] == ["conv1", "conv2", "down", "fc"]
+    unnamed = to_graph(layers(profile([row("a", "Convolution", 1.0),
+                                       row("conv2/WithoutBiases", "Convolution", 1.0),
+                                       row("down/WithoutBiases", "Convolution", 0.5)], 3)),
+                       branched)
+    assert [x.onnx_layer for x in unnamed] == ["conv1", "conv2", "down"]
+
+
 def test_profiles_pair_through_the_onnx_graph_and_sit_side_by_side() -> None:
     test = profile([row("conv1_token_1", "QLinearConv", 0.4, "int8"),
                     row("conv2_token_4", "QLinearConv", 3.0, "int8"),

@@ -56,7 +56,11 @@ def test_every_profile_is_consistent(profiles: dict[str, Profile]) -> None:
     for name, profile in profiles.items():
         assert profile.sut == name and profile.framework == "openvino"
         assert profile.batch_size == 8 and profile.iterations == 5
-        assert all(layer.median_ms > 0 for layer in profile.layers)
+        # the counters resolve 1 us: a node of this tiny model (a reshape, a reorder) can
+        # read 0 on a fast machine; a convolution cannot
+        assert all(layer.median_ms >= 0 for layer in profile.layers)
+        assert all(layer.median_ms > 0 for layer in profile.layers
+                   if layer.op_type == "Convolution")
         assert {layer.category for layer in profile.layers} <= set(CATEGORIES)
         assert profile.end_to_end_ms > 0
         assert 0 < profile.layer_sum_ms <= 3 * profile.end_to_end_ms, name

@@ -37,7 +37,9 @@ def test_profile_prints_the_tflite_int8_table(tmp_path: Path) -> None:
     assert record.unsupported == {}  # both sides profiled
     for side, precision in ((record.test, "int8"), (record.reference, "fp32")):
         convs = [row for row in side["layers"] if row["op_type"] == "CONV_2D"]
-        assert len(convs) >= 2 and all(row["median_ms"] > 0 for row in side["layers"])
+        assert len(convs) >= 2 and all(row["median_ms"] > 0 for row in convs)
+        # net of an empty invoke: a reshape may come to nothing, never below
+        assert all(row["median_ms"] >= 0 for row in side["layers"])
         assert {row["precision"] for row in convs} == {precision}
         if not _has_tool():
             assert "each op timed in isolation (one-op models), not in situ" in side["method"]

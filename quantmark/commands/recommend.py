@@ -1,0 +1,266 @@
+"""``run.py recommend --scenario S (--model M | --model-path F) [limits] [--budget MINUTES]``:
+what to deploy here. Flags -> the search space (``recommend.space``), the measurer
+(``recommend.measure.LoadGenMeasurer``) and ``recommend.search.search`` -> the answer
+(``recommend.answer``): one screen, ``recommendation.json`` and ``pareto.png``.
+
+Written as ``<output>/<host>-recommend/<model>/recommend-<scenario>/``: ``evidence.json`` after
+every measurement (Ctrl-C loses nothing finished; the same command resumes, another is refused
+in one line: ``recommend.journal``), the runs under ``runs/``, then the answer. Exit 0 with an
+answer (a winner, a tie or "cannot tell apart within the budget"), 1 when no candidate meets
+the limits (the search finished; the answer is that none fits), 2 for bad flags."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from quantmark.commands import options
+from quantmark.ground.errors import UserError
+from quantmark.ground.layout import system_id
+from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.recommend.candidates import OBJECTIVE_NAMES, OBJECTIVES, Candidate, Limits
+from quantmark.report import console_tables as tables
+from quantmark.run.checks import check_output_writable, validate_inputs
+
+NAME = "recommend"
+HELP = "what to deploy here: the SUT and settings that meet your limits, with the evidence"
+DESCRIPTION = ("Search every SUT that runs here and the settings that change its speed (batch "
+               "size, threads, each SUT's own options) with rounds of short interleaved runs, "
+               "dropping a candidate only when its interval is clearly worse than the best's or "
+               "breaks a limit, and say which to deploy: its figure and accuracy change with "
+               "their intervals, what each limit cost, and the commands that reproduce it; or "
+               "that the best are tied, or that none meets the limits. Resumable.")
+DEFAULT_BUDGET_MIN = 15.0
+LOCK = ".recommend.lock"
+#: flags that do not change what the search measures: a rerun may change them and resume
+NOT_SETTINGS = ("output", "budget")
+
+console = tables.make_console()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", required=True, choices=tuple(OBJECTIVES),
+                        help="the scenario to deploy for; it sets the objective: latency for "
+                             "SingleStream and MultiStream, throughput for Offline and Server")
+    limits = parser.add_argument_group("limits (any combination; none: the fastest wins)")
+    limits.add_argument("--max-accuracy-drop", type=float, metavar="PTS",
+                        help="top-1 points the candidate may lose against the best FP32 of "
+                             "any framework (its whole interval must not pass it)")
+    limits.add_argument("--latency", type=float, metavar="MS",
+                        help="the scenario's latency percentile bound (p90 SingleStream ...)")
+    limits.add_argument("--min-throughput", type=float, metavar="QPS", help="samples/s at least")
+    limits.add_argument("--max-memory", type=float, metavar="MB", help="peak RSS of the run")
+    limits.add_argument("--max-model-size", type=float, metavar="MB",
+                        help="the SUT's model on disk")
+    search = parser.add_argument_group("the search")
+    search.add_argument("--objective", choices=OBJECTIVE_NAMES,
+                        help="what to optimize (default: the scenario's)")
+    search.add_argument("--budget", type=float, default=DEFAULT_BUDGET_MIN, metavar="MINUTES",
+                        help=f"minutes of runs (default {DEFAULT_BUDGET_MIN:g}); a rerun with "
+                             "a larger budget continues the search")
+    search.add_argument("--suts", help="comma-separated SUT names, or cpu / gpu / all "
+                                       "(default: every SUT that runs here)")
+    search.add_argument("--batch-sizes", help="comma-separated, e.g. 1,8,32 (default: the "
+                                              "scenario's)")
+    search.add_argument("--settings", action="append", metavar="KEY=V1,V2",
+                        help="a SUT option's values to try, e.g. ov_api=sync,async (repeatable)")
+    search.add_argument("--seconds", type=float, help="each short run's duration (default: the "
+                                                      "search's)")
+    options.threads(search, default=None)
+    options.output(parser)
+    options.model_and_dataset(parser)
+    options.model_shape(parser)
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    """The limits the flags give, each checked (a negative or zero bound is a typo)."""
+    if args.max_accuracy_drop is not None and args.max_accuracy_drop < 0:
+        raise UserError(f"--max-accuracy-drop {args.max_accuracy_drop:g}: give points of top-1 "
+                        "at or above 0, e.g. 1")
+    for flag, value in (("--latency", args.latency), ("--min-throughput", args.min_throughput),
+                        ("--max-memory", args.max_memory),
+                        ("--max-model-size", args.max_model_size)):
+        if value is not None and value <= 0:
+            raise UserError(f"{flag} {value:g}: give a bound above 0")
+    return Limits(max_accuracy_drop=args.max_accuracy_drop, latency_ms=args.latency,
+                  min_throughput=args.min_throughput, max_memory_mb=args.max_memory,
+                  max_model_size_mb=args.max_model_size)
+
+
+def check_args(args: argparse.Namespace) -> str:
+    """Every flag checked before a minute is spent (one line each); the model's name."""
+    from quantmark.models.workload import file_model_name
+    from quantmark.models.zoo import DEFAULT_MODEL, get_model
+
+    if not (args.model or args.model_path):
+        raise UserError("name the model: --model M (a built-in one) or --model-path F (yours)")
+    if args.model:
+        get_model(args.model)
+    if args.budget <= 0:
+        raise UserError(f"--budget {args.budget:g}: give minutes above 0, e.g. 15")
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError(f"--seconds {args.seconds:g}: give seconds above 0, e.g. 5")
+    if args.threads is not None and args.threads < 0:
+        raise UserError(f"--threads {args.threads}: give 0 (the framework's default) or more")
+    limits_of(args)
+    options.shape_fields(args)
+    validate_inputs(args.dataset_path, args.calibration_list, None)
+    check_output_writable(args.output)
+    return str(args.model or file_model_name(args.model_path) or DEFAULT_MODEL)
+
+
+def folder_of(args: argparse.Namespace, model: str) -> Path:
+    return Path(args.output) / system_id(NAME) / model / f"recommend-{args.scenario}"
+
+
+def make_space(args: argparse.Namespace, model: str) -> list[Candidate]:
+    """The candidates (``recommend.space``, which checks --suts, --batch-sizes and --settings
+    against the registry): replaced by the tests' stand-in space."""
+    from quantmark.recommend.space import space
+
+    return space(args.scenario, model, suts=args.suts, batch_sizes=args.batch_sizes,
+                 threads=None if args.threads is None else [args.threads],
+                 settings=args.settings)
+
+
+def make_measurer(args: argparse.Namespace, model: str, folder: Path) -> Any:
+    """The real runs (``recommend.measure``, under ``folder/runs``): replaced by the tests'
+    stand-in measurer."""
+    from quantmark.recommend.measure import LoadGenMeasurer
+
+    shape = options.shape_fields(args)
+    run_settings: dict[str, Any] = {"num_classes": shape["num_classes"],
+                                    "labels": shape["labels"],
+                                    "calibration_list": args.calibration_list}
+    if shape["preprocess"]:
+        run_settings["preprocess"] = shape["preprocess"]
+    if shape["input_size"]:
+        run_settings["image_sizes"] = [shape["input_size"]]
+    return LoadGenMeasurer(args.scenario, model, folder, model_path=args.model_path,
+                           dataset_path=args.dataset_path, **run_settings)
+
+
+def reproduce(candidate: Candidate, args: argparse.Namespace, model: str,
+              run_dirs: list[str]) -> dict[str, str | None]:
+    """The ``run.py`` line of ``candidate`` and the vendor tool's, where its runs record one."""
+    from quantmark.recommend.measure import run_command, vendor_command
+
+    vendor = next((found for run_dir in reversed(run_dirs)
+                   if (found := vendor_command(run_dir))), None)
+    return {"run": run_command(candidate, args.scenario, model, model_path=args.model_path,
+                               dataset_path=args.dataset_path), "vendor": vendor}
+
+
+def search_config(args: argparse.Namespace) -> Any:
+    """The search's objective (the scenario's unless --objective), limits and budget."""
+    from quantmark.recommend.search import SearchConfig
+
+    extra = {} if args.seconds is None else {"run_seconds": args.seconds}
+    return SearchConfig.for_scenario(args.scenario, args.objective, limits=limits_of(args),
+                                     budget_s=args.budget * 60, **extra)
+
+
+@contextmanager
+def progress(out: Any) -> Iterator[Callable[[int, int, float, float, str], None]]:
+    """``search``'s ``on_progress``: a rich bar with the search's own ETA on a terminal;
+    elsewhere (CI, a log file) one flushed line per update."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    if out.is_terminal:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("spent {task.fields[spent]} ETA {task.fields[eta]}"),
+                      console=out) as bar:
+            task = bar.add_task("recommend", total=None, spent="0:00:00", eta="?")
+
+            def update(done: int, planned: int, spent_s: float, eta_s: float,
+                       message: str) -> None:
+                bar.update(task, completed=done, total=max(planned, done),
+                           description=escape(message or "recommend"), spent=_clock(spent_s),
+                           eta=_clock(eta_s))
+
+            yield update
+        return
+
+    def line(done: int, planned: int, spent_s: float, eta_s: float, message: str) -> None:
+        out.print(f"[{done}/{planned}, spent {_clock(spent_s)}, ETA {_clock(eta_s)}] "
+                  f"{escape(message)}", soft_wrap=True)
+        out.file.flush()
+
+    yield line
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))
+
+
+@contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    """One search per folder at a time: two would each overwrite the other's evidence."""
+    try:
+        lock = FileLock(folder / LOCK).acquire()
+    except LockHeld as held:
+        raise UserError(f"another search (pid {held.owner or '?'}) is writing {folder}; wait "
+                        "for it or use another --output") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What the search measures with: every flag but those that only say how long or where."""
+    return {key: value for key, value in sorted(vars(args).items()) if key not in NOT_SETTINGS}
+
+
+def main(args: argparse.Namespace) -> int:
+    from quantmark.recommend import answer
+    from quantmark.recommend.journal import Journal, RecordingMeasurer
+    from quantmark.recommend.search import search
+
+    model = check_args(args)
+    config = search_config(args)
+    folder = folder_of(args, model)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with _lock(folder):
+        journal = Journal(folder, settings_of(args))
+        known = journal.load()
+        candidates = make_space(args, model)
+        if not candidates:
+            raise UserError("no candidate can run here for these flags (see python run.py "
+                            "--list-suts); widen --suts, --batch-sizes or --settings")
+        keys = {candidate.key for candidate in candidates}
+        resumed = [item for item in known if item.candidate.key in keys]
+        measurer = RecordingMeasurer(make_measurer(args, model, folder), journal, resumed)
+        if resumed:
+            console.print(f"resuming {escape(str(folder))}: {measurer.measured_runs} runs of "
+                          f"{len(resumed)} candidates already measured")
+        try:
+            with progress(console) as on_progress:
+                outcome = search(candidates, measurer, config, on_progress=on_progress,
+                                 resume=resumed, checkpoint=measurer.checkpoint)
+        except KeyboardInterrupt:
+            console.print(f"interrupted: {measurer.measured_runs} finished runs are kept in "
+                          f"{escape(str(journal.path))}; run the same command to resume")
+            raise
+        journal.save(outcome.evidence or list(measurer.evidence.values()))
+    shown = [outcome.recommended] if outcome.recommended else list(outcome.tied)
+    commands = {item.candidate.key: reproduce(item.candidate, args, model,
+                                              [run.run_dir for run in item.runs if run.valid])
+                for item in shown}
+    record = answer.build_record(outcome, model=model, scenario=args.scenario,
+                                 commands=commands, config=settings_of(args), started=started,
+                                 min_runs=config.min_runs)
+    record = answer.write(folder, record)
+    answer.show(console, record)
+    console.print(f"written to {escape(str(folder))}: recommendation.json, evidence.json"
+                  + (", pareto.png" if record.figure else ""), soft_wrap=True)
+    return 1 if outcome.verdict == "infeasible" else 0

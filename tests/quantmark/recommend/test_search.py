@@ -1,0 +1,215 @@
+"""The search's rules on scripted runs: figures, drops, disturbed and INVALID runs, accuracy
+once per artifact, the limits' cost, rotation, progress, and its evidence saved and read back."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from quantmark.ground.errors import UserError
+from quantmark.recommend import judging
+from quantmark.recommend.candidates import (
+    AccuracyResult,
+    Candidate,
+    Evidence,
+    Limits,
+    Measurement,
+)
+from quantmark.recommend.search import SearchConfig, brute_force, search
+from tests.quantmark.recommend.standins import ScriptedMeasurer, accuracy_of, quiet
+
+A, B, C = Candidate("fp32-a"), Candidate("fp32-a", threads=2), Candidate("int8-a")
+
+
+def latency_config(**kwargs) -> SearchConfig:
+    fields = {"budget_s": 10_000.0, "run_seconds": 10.0, "max_rounds": 6, **kwargs}
+    return SearchConfig("latency_ms", False, **fields)
+
+
+def measurer(runs: dict[Candidate, list[Measurement]], **accuracy: AccuracyResult
+             ) -> ScriptedMeasurer:
+    results = {"fp32-a": accuracy_of(0.0, 0.0, 100.0), "int8-a": accuracy_of(-0.2), **accuracy}
+    return ScriptedMeasurer({c.key: values for c, values in runs.items()}, results)
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"min_runs": 2}, "at least 3 runs"),
+    ({"objective": "fps"}, "unknown objective"),
+    ({"max_rounds": 2}, "below min_runs"),
+    ({"confidence": 1.0}, "confidence"),
+    ({"budget_s": 0.0}, "must be positive"),
+])
+def test_bad_settings_are_one_line(fields, words):
+    settings = {"objective": "latency_ms", "higher_is_better": False, **fields}
+    with pytest.raises(UserError, match=words):
+        SearchConfig(**settings)
+
+
+def test_the_scenario_sets_the_objective():
+    assert SearchConfig.for_scenario("Offline").objective == "samples_per_s"
+    assert SearchConfig.for_scenario("Offline").higher_is_better
+    single = SearchConfig.for_scenario("SingleStream")
+    assert (single.objective, single.higher_is_better) == ("latency_ms", False)
+    named = SearchConfig.for_scenario("Offline", objective="latency_ms")
+    assert (named.objective, named.higher_is_better) == ("latency_ms", False)
+    with pytest.raises(UserError, match="unknown scenario"):
+        SearchConfig.for_scenario("Batch")
+
+
+def test_a_budget_below_min_runs_rounds_is_refused_before_any_run():
+    script = measurer({A: [quiet(10)], B: [quiet(11)]})
+    with pytest.raises(UserError, match="raise --budget"):
+        search([A, B], script, latency_config(budget_s=50.0))
+    assert script.order == []
+
+
+def test_invalid_runs_never_enter_a_figure():
+    config = latency_config()
+    item = Evidence(A, [quiet(10.0), Measurement(1.0, 1000.0, False, False), quiet(12.0)])
+    assert judging.figure(item, "latency_ms", config).point == pytest.approx(11.0)
+    assert judging.figure(item, "latency_ms", config).n == 2
+
+
+def test_a_candidate_without_a_valid_run_is_dropped_with_the_reason():
+    broken = Measurement(None, None, False, False, seconds=10.0, why="predict failed")
+    outcome = search([A, B], measurer({A: [quiet(10), quiet(10.2), quiet(9.9)], B: [broken]}),
+                     latency_config())
+    dropped = {item.candidate: item for item in outcome.evidence}[B]
+    assert dropped.dropped == "no VALID run in 3 (predict failed)"
+    assert dropped.dropped_round == 3
+    assert outcome.verdict == "winner" and outcome.recommended.candidate == A
+    assert any("3 of 3 runs INVALID" in note for note in outcome.notes)
+
+
+def test_a_clearly_slower_candidate_is_dropped_after_min_runs_only():
+    runs = {A: [quiet(10), quiet(10.2), quiet(9.9)], B: [quiet(20), quiet(20.5), quiet(19.8)]}
+    outcome = search([A, B], measurer(runs), latency_config())
+    slow = {item.candidate: item for item in outcome.evidence}[B]
+    assert slow.dropped.startswith("clearly above fp32-a b1 tauto")
+    assert slow.dropped_round == 3 and len(slow.runs) == 3
+    assert outcome.verdict == "winner" and outcome.rounds == 3
+
+
+def test_disturbed_runs_do_not_count_toward_a_drop():
+    """B is as fast as A, but its first three runs were disturbed and slow: flagged, they
+    cannot drop it; the same runs unflagged drop it at round 3."""
+    slow = [quiet(20.0, disturbed=True), quiet(21.0, disturbed=True), quiet(19.0, disturbed=True)]
+    fast = [quiet(10.0), quiet(10.1), quiet(9.9), quiet(10.05), quiet(9.95), quiet(10.0)]
+    outcome = search([A, B], measurer({A: fast, B: slow + fast[:3]}), latency_config())
+    kept = {item.candidate: item for item in outcome.evidence}[B]
+    assert not kept.dropped and len(kept.runs) == 6
+    assert judging.figure(kept, "latency_ms", latency_config()).n == 3  # its quiet runs
+    assert outcome.verdict == "tied"
+    assert any("3 of 6 runs disturbed, left out of its figures" in n for n in outcome.notes)
+    unflagged = [quiet(20.0), quiet(21.0), quiet(19.0)]
+    outcome = search([A, B], measurer({A: fast, B: unflagged + fast[:3]}), latency_config())
+    assert {item.candidate: item for item in outcome.evidence}[B].dropped_round == 3
+
+
+def test_accuracy_is_run_once_per_artifact_and_a_breaker_leaves_after_one_run():
+    c2 = Candidate("int8-a", batch_size=8)
+    script = measurer({A: [quiet(10), quiet(10.1), quiet(9.9)], C: [quiet(4.0)],
+                       c2: [quiet(5.0)]}, **{"int8-a": accuracy_of(-3.0, 0.4, 26.0)})
+    outcome = search([A, C, c2], script, latency_config(limits=Limits(max_accuracy_drop=1.0)))
+    assert script.accuracy_calls == {"fp32-a": 1, "int8-a": 1}
+    by = {item.candidate: item for item in outcome.evidence}
+    assert by[C].dropped.startswith("breaks max_accuracy_drop 1") and len(by[C].runs) == 1
+    assert by[c2].dropped_round == 1
+    assert outcome.recommended.candidate == A
+    (cost,) = outcome.excluded
+    assert cost.limit == "max_accuracy_drop" and cost.evidence.candidate == C
+    assert cost.value == pytest.approx(3.0) and cost.margin == pytest.approx(2.0)
+    assert cost.objective_ratio == pytest.approx(10.0 / 4.0)
+
+
+def test_a_point_inside_the_limit_with_an_interval_across_it_stays():
+    script = measurer({A: [quiet(10), quiet(10.1), quiet(9.9)], C: [quiet(4), quiet(4.1),
+                                                                     quiet(3.9)]},
+                      **{"int8-a": accuracy_of(-0.8, 0.6)})
+    outcome = search([A, C], script, latency_config(limits=Limits(max_accuracy_drop=1.0)))
+    assert outcome.recommended.candidate == C
+
+
+def test_each_round_runs_every_racer_once_in_a_rotated_order():
+    runs = {c: [quiet(10), quiet(10.2), quiet(9.8)] for c in (A, B, C)}
+    script = measurer(runs)
+    search([A, B, C], script, latency_config(max_rounds=3))
+    a, b, c = A.key, B.key, C.key
+    assert script.order == [a, b, c, b, c, a, c, a, b]
+
+
+def test_progress_counts_up_within_the_budget():
+    calls = []
+    runs = {c: [quiet(10), quiet(10.2), quiet(9.8)] for c in (A, B)}
+    config = latency_config(max_rounds=4, budget_s=200.0)
+    search([A, B], measurer(runs), config, on_progress=lambda *args: calls.append(args))
+    assert [call[0] for call in calls] == list(range(1, len(calls) + 1))
+    assert all(planned >= done and 0 <= eta <= config.budget_s and spent <= config.budget_s
+               for done, planned, spent, eta, _ in calls)
+    assert calls[0][1] == 8 and calls[-1][3] == 0.0
+    assert calls[0][4].startswith("round 1/4: fp32-a b1 tauto (2 racing)")
+
+
+def test_brute_force_judges_every_candidate_by_the_same_rules():
+    config = latency_config(limits=Limits(latency_ms=9.0))
+    evidence = [Evidence(A, [quiet(10), quiet(10.1), quiet(9.9)], accuracy_of(0.0, 0.0)),
+                Evidence(C, [quiet(5), quiet(5.1), quiet(4.9)], accuracy_of(-0.3)),
+                Evidence(B, [quiet(8), quiet(8.1), quiet(7.9)], accuracy_of(0.0, 0.0))]
+    outcome = brute_force(evidence, config)
+    assert outcome.verdict == "winner" and outcome.recommended.candidate == C
+    assert outcome.excluded[0].evidence.candidate == A
+    assert outcome.excluded[0].objective_ratio == pytest.approx(5 / 10)
+
+
+def test_evidence_is_saved_and_read_back_as_plain_json():
+    failed = AccuracyResult(math.nan, math.nan, math.nan, math.nan, "fp32-a", why="crashed")
+    item = Evidence(Candidate("ov-int8", 8, 2, (("ov_api", "async"),), ("conv1",)),
+                    [quiet(10.0, memory_mb=120.0, run_dir="runs/1"),
+                     Measurement(None, None, False, True, why="INVALID")], failed,
+                    "no VALID run", 3)
+    text = json.dumps(item.to_dict(), allow_nan=False)
+    back = Evidence.from_dict(json.loads(text))
+    assert back.candidate == item.candidate and back.runs == item.runs
+    assert (back.dropped, back.dropped_round) == ("no VALID run", 3)
+    assert math.isnan(back.accuracy.change_points) and back.accuracy.why == "crashed"
+    good = accuracy_of(-0.5)
+    assert AccuracyResult.from_dict(json.loads(json.dumps(good.to_dict()))) == good
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d.pop("candidate"),
+    lambda d: d["runs"][0].pop("valid"),
+    lambda d: d["runs"][0].update(latency_ms="fast"),
+    lambda d: d["runs"][0].update(colour="red"),
+    lambda d: d.update(accuracy={"top1": 1.0}),
+])
+def test_a_damaged_saved_entry_is_one_line(damage):
+    data = Evidence(A, [quiet(10.0)], accuracy_of(0.0)).to_dict()
+    damage(data)
+    with pytest.raises(UserError, match="saved search evidence: a damaged"):
+        Evidence.from_dict(data)
+
+
+def test_resumed_evidence_is_judged_afresh_under_the_new_limits():
+    """Dropped for a 0.5-point accuracy limit, C races again when the rerun allows 5 points;
+    nothing measured is measured again."""
+    strict = latency_config(limits=Limits(max_accuracy_drop=0.5))
+    runs = {A: [quiet(10), quiet(10.1), quiet(9.9)], C: [quiet(4), quiet(4.1), quiet(3.9)]}
+    first = search([A, C], measurer(runs, **{"int8-a": accuracy_of(-2.0)}), strict)
+    assert first.recommended.candidate == A
+    saved = [Evidence.from_dict(item.to_dict()) for item in first.evidence]
+    assert saved[1].dropped.startswith("breaks max_accuracy_drop")
+    script = measurer(runs, **{"int8-a": accuracy_of(-2.0)})
+    again = search([A, C], script, latency_config(limits=Limits(max_accuracy_drop=5.0)),
+                   resume=saved)
+    assert again.recommended.candidate == C
+    assert script.order == [C.key, C.key] and not script.accuracy_calls
+
+
+def test_an_empty_or_repeated_space_is_one_line():
+    with pytest.raises(UserError, match="the space is empty"):
+        search([], measurer({}), latency_config())
+    with pytest.raises(UserError, match="appears twice in the space: fp32-a b1 tauto"):
+        search([A, Candidate("fp32-a")], measurer({A: [quiet(10)]}), latency_config())
