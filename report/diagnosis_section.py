@@ -15,7 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from quantmark.ground.records import RESULTS, DiagnosisRecord, UnreadableRecord, load_record
+from quantmark.ground.records import RESULTS, DiagnosisRecord
+from quantmark.report.record_folders import records_under
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +34,12 @@ def load(folders: list[str | Path]) -> list[DiagnosisRecord]:
     """Every diagnosis under ``folders``: the record in each ``diagnose-<against>/`` folder
     (no run's record is opened). One this version cannot read is left out, and said."""
     found = []
-    for root in map(Path, folders):
-        own = [root] if root.name.startswith(FOLDER_PREFIX) else []  # a diagnosis' own folder
-        for folder in own + sorted(root.rglob(f"{FOLDER_PREFIX}*")):
-            path = folder / RESULTS
-            if any(part.startswith(".") for part in path.relative_to(root).parts) \
-                    or not path.is_file():
-                continue
-            try:
-                record = load_record(path, DiagnosisRecord.KIND)
-            except UnreadableRecord as exc:
-                log.warning("skipping %s", exc)
-                continue
-            assert isinstance(record, DiagnosisRecord)
-            if not _readable(record):
-                log.warning("skipping %s: a diagnosis this quantmark version cannot read "
-                            "(run python run.py diagnose again)", path)
-                continue
+    for record in records_under(folders, FOLDER_PREFIX, RESULTS, DiagnosisRecord):
+        if _readable(record):
             found.append(record)
+        else:
+            log.warning("skipping %s: a diagnosis this quantmark version cannot read "
+                        "(run python run.py diagnose again)", record.source)
     return found
 
 

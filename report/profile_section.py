@@ -16,8 +16,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from quantmark.ground.records import RESULTS, ProfileRecord, UnreadableRecord, load_record
+from quantmark.ground.records import RESULTS, ProfileRecord
 from quantmark.report import profile_tables
+from quantmark.report.record_folders import records_under
 from quantmark.report.table_formats import html_table, markdown_table
 
 log = logging.getLogger(__name__)
@@ -28,22 +29,7 @@ FOLDER_PREFIX = "profile-"  # <output>/<system>/<model>/profile-<sut>-vs-<agains
 def load(folders: list[str | Path]) -> list[ProfileRecord]:
     """Every profile under ``folders``: the record in each ``profile-*/`` folder (a folder
     named so that holds another kind, or an unreadable file, is left out and said)."""
-    found = []
-    for root in map(Path, folders):
-        own = [root] if root.name.startswith(FOLDER_PREFIX) else []
-        for folder in own + sorted(root.rglob(f"{FOLDER_PREFIX}*")):
-            path = folder / RESULTS
-            if any(part.startswith(".") for part in path.relative_to(root).parts) \
-                    or not path.is_file():
-                continue
-            try:
-                record = load_record(path, ProfileRecord.KIND)
-            except UnreadableRecord as exc:
-                log.warning("skipping %s", exc)
-                continue
-            assert isinstance(record, ProfileRecord)
-            found.append(record)
-    return found
+    return records_under(folders, FOLDER_PREFIX, RESULTS, ProfileRecord)
 
 
 def title(record: ProfileRecord) -> str:

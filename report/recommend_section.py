@@ -19,7 +19,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from quantmark.ground.records import RecommendationRecord, UnreadableRecord, load_record
+from quantmark.ground.records import RecommendationRecord
+from quantmark.report.record_folders import records_under
 from quantmark.report.table_formats import html_table, markdown_table, number
 
 log = logging.getLogger(__name__)
@@ -43,22 +44,7 @@ def objective_label(objective: str) -> str:
 
 def load(folders: list[str | Path]) -> list[RecommendationRecord]:
     """Every recommendation under ``folders`` (an unreadable one is left out and said)."""
-    found = []
-    for root in map(Path, folders):
-        own = [root] if root.name.startswith(FOLDER_PREFIX) else []
-        for folder in own + sorted(root.rglob(f"{FOLDER_PREFIX}*")):
-            path = folder / RECOMMENDATION
-            if any(part.startswith(".") for part in path.relative_to(root).parts) \
-                    or not path.is_file():
-                continue
-            try:
-                record = load_record(path, RecommendationRecord.KIND)
-            except UnreadableRecord as exc:
-                log.warning("skipping %s", exc)
-                continue
-            assert isinstance(record, RecommendationRecord)
-            found.append(record)
-    return found
+    return records_under(folders, FOLDER_PREFIX, RECOMMENDATION, RecommendationRecord)
 
 
 def title(record: RecommendationRecord) -> str:
