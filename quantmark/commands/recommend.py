@@ -23,7 +23,7 @@ from rich.markup import escape
 from quantmark.commands import options
 from quantmark.ground.errors import UserError
 from quantmark.ground.layout import system_id
-from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.ground.locks import sole_writer
 from quantmark.recommend.candidates import OBJECTIVE_NAMES, OBJECTIVES, Candidate, Limits
 from quantmark.report import console_tables as tables
 from quantmark.run.checks import check_output_writable, validate_inputs
@@ -201,20 +201,6 @@ def _clock(seconds: float | None) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
-@contextmanager
-def _lock(folder: Path) -> Iterator[None]:
-    """One search per folder at a time: two would each overwrite the other's evidence."""
-    try:
-        lock = FileLock(folder / LOCK).acquire()
-    except LockHeld as held:
-        raise UserError(f"another search (pid {held.owner or '?'}) is writing {folder}; wait "
-                        "for it or use another --output") from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """What the search measures with: every flag but those that only say how long or where."""
     return {key: value for key, value in sorted(vars(args).items()) if key not in NOT_SETTINGS}
@@ -230,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
     folder = folder_of(args, model)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    with _lock(folder):
+    with sole_writer(folder, LOCK, "search"):
         journal = Journal(folder, settings_of(args))
         known = journal.load()
         candidates = make_space(args, model)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+from quantmark.ground.errors import UserError
 
 
 class LockHeld(Exception):
@@ -77,3 +80,18 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
     held = os.fstat(fd)
     return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+@contextlib.contextmanager
+def sole_writer(folder: Path, lock_name: str, what: str) -> Iterator[FileLock]:
+    """Hold ``folder``'s lock while ``what`` (a sweep, a search) writes it: two writers would
+    each overwrite the other's work. A live holder is one line naming its pid."""
+    try:
+        lock = FileLock(folder / lock_name).acquire()
+    except LockHeld as held:
+        raise UserError(f"another {what} (pid {held.owner or '?'}) is writing {folder}; wait "
+                        "for it or use another --output") from None
+    try:
+        yield lock
+    finally:
+        lock.release()

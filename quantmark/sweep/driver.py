@@ -30,7 +30,7 @@ from rich.progress import (
 )
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.locks import FileLock, LockHeld
+from quantmark.ground.locks import sole_writer
 from quantmark.ground.records import SWEEP_MANIFEST, SweepManifest, load_manifest, write_record
 from quantmark.sweep.cell import cell_availability, run_cell
 from quantmark.sweep.plan import Cell, SweepSpec, cells
@@ -55,20 +55,6 @@ def read_manifest(root: Path) -> SweepManifest | None:
     return load_manifest(root)
 
 
-@contextmanager
-def _lock(root: Path) -> Iterator[FileLock]:
-    """One sweep per folder at a time: two writers would each lose the other's cells."""
-    try:
-        lock = FileLock(root / LOCK).acquire()
-    except LockHeld as held:
-        raise UserError(f"another sweep (pid {held.owner or '?'}) is writing {root}; wait for "
-                        "it or use another --output") from None
-    try:
-        yield lock
-    finally:
-        lock.release()
-
-
 def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
               console: Console | None = None) -> SweepOutcome:
     """Run every unfinished cell of ``spec`` (here, or on the Ray cluster ``spec.cluster``
@@ -84,7 +70,8 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
     if len(plan) > len(todo):
         console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
                       "cells already finished")
-    with _lock(root), _progress(console, len(plan), len(plan) - len(todo)) as advance:
+    with sole_writer(root, LOCK, "sweep"), \
+            _progress(console, len(plan), len(plan) - len(todo)) as advance:
 
         def record(cell: Cell, entry: dict[str, Any], final: bool = True) -> None:
             """Keep a cell's outcome (atomically, at once); ``final=False`` for an attempt

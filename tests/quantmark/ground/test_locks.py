@@ -112,3 +112,15 @@ def _state(pid: int) -> str:
     except FileNotFoundError:
         return ""
     return stat.rsplit(")", 1)[1].split()[0]
+
+
+def test_a_second_writer_of_a_folder_is_one_line_naming_the_holder(tmp_path) -> None:
+    from quantmark.ground.errors import UserError
+    from quantmark.ground.locks import sole_writer
+
+    with sole_writer(tmp_path, ".sweep.lock", "sweep"):
+        with pytest.raises(UserError, match=rf"another sweep \(pid {os.getpid()}\) is writing"):
+            with sole_writer(tmp_path, ".sweep.lock", "sweep"):
+                pass
+    with sole_writer(tmp_path, ".sweep.lock", "sweep"):  # released: free again
+        pass
