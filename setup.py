@@ -57,9 +57,9 @@ DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
 # aarch64 wheels (a Raspberry Pi's 64-bit OS included).
 RAY = ["ray>=2.40"]
 # setuptools and wheel: the packaging test builds the wheel without downloading anything; Ray:
-# the fleet tests start a local cluster
-DEV = ["pytest>=8", "pytest-timeout>=2.1", "ruff>=0.6", "import-linter>=2.1", "setuptools>=64",
-       "wheel>=0.40"] + RAY
+# the fleet tests start a local cluster; pytest-xdist: the tests run in two workers
+DEV = ["pytest>=8", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "ruff>=0.6", "import-linter>=2.1",
+       "setuptools>=64", "wheel>=0.40"] + RAY
 
 setup(
     name="quantmark",

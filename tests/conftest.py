@@ -16,6 +16,7 @@ from typing import IO
 
 import pytest
 
+from tests import machine_share
 from tests.digits_model import (
     CALIBRATION_COUNT,
     ArrayCalibration,
@@ -81,12 +82,23 @@ def trivial_plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def quantmark_cache(tmp_path_factory) -> Path:
+def quantmark_cache(tmp_path_factory, request) -> Path:
     """One cache for the whole session (models, builtin dataset), never the user's. Exported
     from the session's start (autouse): exported when a test first asked for it, it changed
     the cache under the tests and module fixtures that ran after, in whatever order."""
-    path = Path(os.environ.get("QUANTMARK_TEST_CACHE") or tmp_path_factory.mktemp("qm-cache"))
+    path = Path(os.environ.get("QUANTMARK_TEST_CACHE") or _shared_cache(tmp_path_factory,
+                                                                           request.config))
     os.environ["QUANTMARK_CACHE"] = str(path)
+    return path
+
+
+def _shared_cache(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:
+    """A fresh cache for this run, one for all its workers (pytest-xdist): a model one worker
+    built the other finds (every entry verified by its hash, written by an atomic rename)."""
+    if not hasattr(config, "workerinput"):
+        return tmp_path_factory.mktemp("qm-cache")
+    path = tmp_path_factory.getbasetemp().parent / "qm-cache"
+    path.mkdir(exist_ok=True)
     return path
 
 
@@ -158,23 +170,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _watchdog_file = os.fdopen(os.dup(2), "w")
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """A deadlock that holds the GIL (a C++ thread join waiting for a thread that needs it)
-    stops pytest-timeout too: faulthandler's own C thread then prints every thread's stack
-    and ends the run, exit code 1, instead of hanging."""
-    limit = _item_timeout(item)
-    if limit > 0 and _watchdog_file is not None:
-        faulthandler.dump_traceback_later(limit + WATCHDOG_GRACE_S, exit=True,
-                                          file=_watchdog_file)
-    try:
-        return (yield)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    """The machine, shared with the other worker or alone (``machine_share``; the wait is
+    outside the test's time limit). A deadlock that holds the GIL (a C++ thread join waiting
+    for a thread that needs it) stops pytest-timeout too: faulthandler's own C thread then
+    prints every thread's stack and ends the run, exit code 1, instead of hanging."""
+    with machine_share.machine_share(item.config, machine_share.runs_alone(item)):
+        limit = _item_timeout(item)
+        if limit > 0 and _watchdog_file is not None:
+            faulthandler.dump_traceback_later(limit + WATCHDOG_GRACE_S, exit=True,
+                                              file=_watchdog_file)
+        try:
+            return (yield)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")
-def photo_subset(tmp_path_factory, quantmark_cache) -> Path:
+def photo_subset(tmp_path_factory, quantmark_cache, request) -> Path:
     """Every 6th evaluation crop of the built-in photos (256 of 1536), copied into a folder of
     their own with their val_map.txt and val_groups.txt: end-to-end tests of the machinery
     (compliance tests, ensembles) score 256 crops instead of 1536, a sixth of the accuracy
@@ -184,39 +198,42 @@ def photo_subset(tmp_path_factory, quantmark_cache) -> Path:
     from quantmark.qsl.builtin import builtin_dataset_root
     from quantmark.qsl.groups import VAL_GROUPS, read_groups
 
-    root = builtin_dataset_root()
-    out = tmp_path_factory.mktemp("photo-subset")
-    lines = [line for line in (root / "val_map.txt").read_text().splitlines() if line.strip()]
-    chosen = lines[::6]
-    groups = read_groups(root) or {}
-    for line in chosen:
-        rel = line.rsplit(maxsplit=1)[0]
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / rel, out / rel)
-    (out / "val_map.txt").write_text("".join(f"{line}\n" for line in chosen))
-    (out / VAL_GROUPS).write_text("".join(
-        f"{rel} {groups[rel]}\n" for rel in (line.rsplit(maxsplit=1)[0] for line in chosen)
-        if rel in groups))
-    return out
+    def fill(out: Path) -> None:
+        root = builtin_dataset_root()
+        lines = [line for line in (root / "val_map.txt").read_text().splitlines()
+                 if line.strip()]
+        chosen = lines[::6]
+        groups = read_groups(root) or {}
+        for line in chosen:
+            rel = line.rsplit(maxsplit=1)[0]
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / rel, out / rel)
+        (out / "val_map.txt").write_text("".join(f"{line}\n" for line in chosen))
+        (out / VAL_GROUPS).write_text("".join(
+            f"{rel} {groups[rel]}\n" for rel in (line.rsplit(maxsplit=1)[0] for line in chosen)
+            if rel in groups))
+
+    return machine_share.shared_folder(request.config, tmp_path_factory, "photo-subset", fill)
 
 
 @pytest.fixture(scope="session")
-def quick_all_tests(tmp_path_factory, quantmark_cache, photo_subset
+def quick_all_tests(tmp_path_factory, quantmark_cache, photo_subset, request
                     ) -> tuple[subprocess.CompletedProcess, Path]:
     """``run.py --all-tests`` (quick) for ort-int8 Offline on ResNet-50: performance, accuracy,
     TEST01 and TEST04. Shared by the audit CLI and the packaging tests. (A model as small as
     Lite0 runs ~7% faster when TEST04 feeds it one sample over and over: the input stays in
     cache. ResNet-50's compute dwarfs that, as in the official run.)"""
-    out = tmp_path_factory.mktemp("all-tests")
-    # 15 s runs, not the quick 5 s: TEST01 compares two runs within 10%, and on a shared VM
-    # throughput over a few seconds swings that much (a 9 s pair once differed by 10.4%)
-    conf = out.parent / "all-tests.conf"
-    conf.write_text("*.Offline.min_duration = 15000\n")
-    proc = run_cli("--all-tests", "--scenario", "Offline", "--sut", "ort-int8", "--model",
-                   "resnet50", "--user-conf", str(conf), "--dataset-path", str(photo_subset),
-                   "--output", str(out), timeout=1200,
-                   env={"QUANTMARK_CACHE": str(quantmark_cache)})
-    return proc, out
+    def make(out: Path) -> subprocess.CompletedProcess:
+        # 15 s runs, not the quick 5 s: TEST01 compares two runs within 10%, and on a shared
+        # VM throughput over a few seconds swings that much (a 9 s pair once differed by 10.4%)
+        conf = out.parent / f"{out.name}.conf"
+        conf.write_text("*.Offline.min_duration = 15000\n")
+        return run_cli("--all-tests", "--scenario", "Offline", "--sut", "ort-int8", "--model",
+                       "resnet50", "--user-conf", str(conf), "--dataset-path",
+                       str(photo_subset), "--output", str(out), timeout=1200,
+                       env={"QUANTMARK_CACHE": str(quantmark_cache)})
+
+    return machine_share.shared_run(request.config, tmp_path_factory, "all-tests", make)
 
 
 SMALL_SWEEP = ("--models", "efficientnet-lite0", "--suts", "ort-fp32,ort-int8,trt-fp16",
@@ -224,13 +241,16 @@ SMALL_SWEEP = ("--models", "efficientnet-lite0", "--suts", "ort-fp32,ort-int8,tr
 
 
 @pytest.fixture(scope="session")
-def small_sweep(tmp_path_factory, quantmark_cache) -> tuple[subprocess.CompletedProcess, Path]:
+def small_sweep(tmp_path_factory, quantmark_cache, request
+                ) -> tuple[subprocess.CompletedProcess, Path]:
     """``run.py sweep`` on the pretrained Lite0: ort-fp32 and ort-int8 (accuracy, Offline at
     batch 1 and 8, SingleStream) and trt-fp16, which cannot run here (explained rows)."""
-    out = tmp_path_factory.mktemp("sweep") / "sweep"
-    proc = run_cli("sweep", *SMALL_SWEEP, "--output", str(out), timeout=1200,
-                   env={"QUANTMARK_CACHE": str(quantmark_cache)})
-    return proc, out
+    def make(folder: Path) -> subprocess.CompletedProcess:
+        return run_cli("sweep", *SMALL_SWEEP, "--output", str(folder / "sweep"), timeout=1200,
+                       env={"QUANTMARK_CACHE": str(quantmark_cache)})
+
+    proc, folder = machine_share.shared_run(request.config, tmp_path_factory, "sweep", make)
+    return proc, folder / "sweep"
 
 
 # the digits model every framework runs (tests/sut, tests/models)

@@ -44,7 +44,7 @@ def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess:
     """This project's settings and conftest hooks, on a test file outside the suite."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-c",
                str(ROOT / "pyproject.toml"), "--rootdir", str(folder), "-p", "no:cacheprovider",
-               *args]
+               "-n", "0", *args]
     env = {"PYTHONPATH": str(ROOT), "QUANTMARK_TEST_WATCHDOG_GRACE_S": "3",
            "PATH": "/usr/bin:/bin"}
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=folder,

@@ -324,6 +324,7 @@ def _launched(config: RunConfig) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its busy processes would disturb the other worker's tests
 def test_a_run_beside_busy_processes_is_disturbed(tiny, tmp_path, quantmark_cache):
     with busy_processes():
         interference = _launched(_quick(tiny, tmp_path))
@@ -333,6 +334,7 @@ def test_a_run_beside_busy_processes_is_disturbed(tiny, tmp_path, quantmark_cach
     assert describe(interference).startswith("DISTURBED: other processes used")
 
 
+@pytest.mark.alone  # the other worker's test would disturb it
 def test_a_quiet_run_is_not_disturbed(tiny, tmp_path, quantmark_cache):
     with Monitor() as before:  # a machine already busy cannot give a quiet run: say so
         start = time.time()
@@ -352,6 +354,7 @@ def test_a_quiet_run_is_not_disturbed(tiny, tmp_path, quantmark_cache):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_the_cli_says_disturbed_beside_busy_processes(tiny, tmp_path, quantmark_cache):
     conf = tmp_path / "user.conf"
     conf.write_text("*.SingleStream.min_duration = 2000\n")

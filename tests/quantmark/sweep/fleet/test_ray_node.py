@@ -46,6 +46,7 @@ def test_head_or_address_is_required():
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a Ray head on the default port: no other Ray cluster beside it
 def test_the_readme_commands_start_a_head_and_sweep_on_it(fleet_env, tmp_path):
     """``run.py node --head`` for real, then ``run.py sweep --cluster HOST:PORT``."""
     import socket
