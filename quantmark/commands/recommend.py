@@ -37,6 +37,12 @@ DESCRIPTION = ("Search every SUT that runs here and the settings that change its
                "their intervals, what each limit cost, and the commands that reproduce it; or "
                "that the best are tied, or that none meets the limits. Resumable.")
 DEFAULT_BUDGET_MIN = 15.0
+#: each short run's LoadGen duration: on 2 cores a Lite0 SingleStream run of 5 s holds ~1800
+#: queries, and its start (framework, cached artifact, warm-up) adds ~3-5 s of wall time
+DEFAULT_RUN_SECONDS = 5.0
+#: one accuracy run's expected wall time until one was timed (the built-in 1536 crops: 10-120
+#: s on 2 cores; the FP32 references run with the first)
+ACCURACY_SECONDS_GUESS = 60.0
 LOCK = ".recommend.lock"
 #: flags that do not change what the search measures: a rerun may change them and resume
 NOT_SETTINGS = ("output", "budget")
@@ -70,8 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                               "scenario's)")
     search.add_argument("--settings", action="append", metavar="KEY=V1,V2",
                         help="a SUT option's values to try, e.g. ov_api=sync,async (repeatable)")
-    search.add_argument("--seconds", type=float, help="each short run's duration (default: the "
-                                                      "search's)")
+    search.add_argument("--seconds", type=float, default=DEFAULT_RUN_SECONDS,
+                        help=f"each short run's LoadGen duration (default "
+                             f"{DEFAULT_RUN_SECONDS:g})")
     options.threads(search, default=None)
     options.output(parser)
     options.model_and_dataset(parser)
@@ -104,7 +111,7 @@ def check_args(args: argparse.Namespace) -> str:
         get_model(args.model)
     if args.budget <= 0:
         raise UserError(f"--budget {args.budget:g}: give minutes above 0, e.g. 15")
-    if args.seconds is not None and args.seconds <= 0:
+    if args.seconds <= 0:
         raise UserError(f"--seconds {args.seconds:g}: give seconds above 0, e.g. 5")
     if args.threads is not None and args.threads < 0:
         raise UserError(f"--threads {args.threads}: give 0 (the framework's default) or more")
@@ -161,9 +168,9 @@ def search_config(args: argparse.Namespace) -> Any:
     """The search's objective (the scenario's unless --objective), limits and budget."""
     from quantmark.recommend.search import SearchConfig
 
-    extra = {} if args.seconds is None else {"run_seconds": args.seconds}
     return SearchConfig.for_scenario(args.scenario, args.objective, limits=limits_of(args),
-                                     budget_s=args.budget * 60, **extra)
+                                     budget_s=args.budget * 60, run_seconds=args.seconds,
+                                     accuracy_seconds=ACCURACY_SECONDS_GUESS)
 
 
 @contextmanager
@@ -235,7 +242,8 @@ def main(args: argparse.Namespace) -> int:
                                  resume=resumed, checkpoint=measurer.checkpoint)
         except KeyboardInterrupt:
             console.print(f"interrupted: {measurer.measured_runs} finished runs are kept in "
-                          f"{escape(str(journal.path))}; run the same command to resume")
+                          f"{escape(str(journal.path))}; run the same command to resume",
+                          soft_wrap=True)
             raise
         journal.save(outcome.evidence or list(measurer.evidence.values()))
     shown = [outcome.recommended] if outcome.recommended else list(outcome.tied)

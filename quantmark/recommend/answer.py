@@ -135,12 +135,21 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
         times={"started_at": started, "ended_at": time.time()})
 
 
+def plotted(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as the Pareto figure draws it: the candidates never measured for accuracy
+    left out (the search measures it only where it decides, and the notes say how many and
+    why); a failed accuracy run stays, hollow on the zero line."""
+    return {**record, "candidates": [candidate for candidate in record.get("candidates", [])
+                                     if candidate.get("accuracy") is not None]}
+
+
 def write(folder: Path, record: RecommendationRecord) -> RecommendationRecord:
-    """``pareto.png`` (where a candidate has a valid run) then ``recommendation.json``,
-    written last and atomically: a folder with a record has its figure."""
+    """``pareto.png`` (where a candidate measured for accuracy has a valid run) then
+    ``recommendation.json``, written last and atomically: a folder with a record has its
+    figure."""
     from quantmark.report.recommend_figure import pareto_png
 
-    png = pareto_png(record.to_dict())
+    png = pareto_png(plotted(record.to_dict()))
     if png is not None:
         atomic_write_bytes(folder / FIGURE, png)
         record.figure = FIGURE

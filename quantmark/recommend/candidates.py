@@ -20,6 +20,9 @@ from quantmark.ground.errors import UserError
 #: scenario -> the objective it implies and whether higher is better
 OBJECTIVES = {"SingleStream": ("latency_ms", False), "MultiStream": ("latency_ms", False),
               "Offline": ("samples_per_s", True), "Server": ("samples_per_s", True)}
+#: scenario -> the batch of each SUT's base candidate, measured before its other settings
+#: (``staging``); a SUT without that batch in the space has its first batch as its base
+BASE_BATCH = {"SingleStream": 1, "MultiStream": 8, "Offline": 8, "Server": 8}
 #: what ``--objective`` may name
 OBJECTIVE_NAMES = ("latency_ms", "samples_per_s")
 

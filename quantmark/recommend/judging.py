@@ -10,12 +10,18 @@ The rules, which ``search`` and ``brute_force`` share:
   toward a drop: once a candidate has ``min_runs`` VALID undisturbed runs its figures come from
   those alone (a disturbed run is slower than the SUT's quiet speed, and would drop it
   unfairly); until then its figures come from all its VALID runs and it cannot be dropped on
-  them.
+  them, unless the run-to-run noise is pooled across candidates (``pooling``): then a
+  candidate with 1+ quiet runs has an interval on the pooled spread, which may drop it, make
+  it the leader, and judges it in the verdict alike.
 * A candidate meets a limit by its figure (the point); it is dropped for a limit only when its
   whole interval lies beyond it (accuracy: the paired interval of its change; model size: the
   artifact's size, a single number).
 * It is dropped on the objective only when its interval is wholly worse than the leader's: the
-  best candidate meeting every limit, itself with ``min_runs`` undisturbed VALID runs.
+  best candidate meeting every limit, itself with ``min_runs`` undisturbed VALID runs (or 1+
+  with a pooled interval).
+
+Each function taking ``pools`` (``pools_of``: metric -> pooled spread) judges by them; without
+them (None) every candidate is judged by its own runs alone.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from quantmark.recommend.candidates import Evidence, Excluded, Measurement, Outcome
+from quantmark.recommend.pooling import Pool, metric_values, pool, pooled_interval, quiet_runs
 from quantmark.report.stats import CONFIDENCE, Interval, figure_interval, t_interval
 
 if TYPE_CHECKING:
@@ -35,9 +42,14 @@ if TYPE_CHECKING:
 #: each ``Limits`` field, and +1 when the figure must stay at or under it, -1 at or above
 LIMIT_SIGNS = {"max_accuracy_drop": 1, "latency_ms": 1, "min_throughput": -1,
                "max_memory_mb": 1, "max_model_size_mb": 1}
+#: the start of the ``dropped`` reason of a candidate clearly worse than the leader
+OBJECTIVE_DROP = "clearly "
 #: the ``Measurement`` field behind a run-measured limit
 LIMIT_METRICS = {"latency_ms": "latency_ms", "min_throughput": "samples_per_s",
                  "max_memory_mb": "memory_mb"}
+
+
+Pools = dict[str, Pool]
 
 
 @dataclass(frozen=True)
@@ -72,25 +84,55 @@ def _interval(values: tuple[float, ...], confidence: float) -> Interval:
     return t_interval(values, confidence)
 
 
-def figure(evidence: Evidence, metric: str, config: SearchConfig) -> Interval | None:
+def pools_of(evidence: Sequence[Evidence], config: SearchConfig) -> Pools:
+    """The pooled spread of each metric the search judges (the objective and the run-measured
+    limits), where enough candidates have 2+ quiet runs."""
+    metrics = {config.objective, *(LIMIT_METRICS[name] for name in set_limits(config)
+                                   if name in LIMIT_METRICS)}
+    found = {metric: pool(evidence, metric) for metric in sorted(metrics)}
+    return {metric: value for metric, value in found.items() if value is not None}
+
+
+def pooled(evidence: Evidence, metric: str, config: SearchConfig, pools: Pools | None) -> bool:
+    """Whether the candidate's ``metric`` is judged on the pooled spread: fewer than
+    ``min_runs`` quiet runs, but 1+ of them, and a pool for the metric."""
+    if not pools or metric not in pools or decision_runs(evidence, config.min_runs)[1]:
+        return False
+    return bool(metric_values(quiet_runs(evidence), metric))
+
+
+def figure(evidence: Evidence, metric: str, config: SearchConfig, pools: Pools | None = None
+           ) -> Interval | None:
     """The candidate's figure for ``metric`` (a ``Measurement`` field) over its decision
-    runs; None without one VALID run that measured it."""
+    runs (its quiet ones on the pooled spread, see ``pooled``); None without one VALID run
+    that measured it."""
+    if pooled(evidence, metric, config, pools):
+        values = metric_values(quiet_runs(evidence), metric)
+        return pooled_interval(values, pools[metric], config.confidence)  # type: ignore[index]
     runs, _ = decision_runs(evidence, config.min_runs)
-    values = [getattr(run, metric) for run in runs]
-    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    values = metric_values(runs, metric)
     return _interval(tuple(values), config.confidence) if values else None
 
 
-def span(evidence: Evidence, limit: str, config: SearchConfig) -> Span | None:
+def may_drop(evidence: Evidence, metric: str, config: SearchConfig, pools: Pools | None
+             ) -> bool:
+    """Whether the figure for ``metric`` may drop the candidate (or lead the race)."""
+    return decision_runs(evidence, config.min_runs)[1] or pooled(evidence, metric, config,
+                                                                 pools)
+
+
+def span(evidence: Evidence, limit: str, config: SearchConfig, pools: Pools | None = None
+         ) -> Span | None:
     """The candidate's figure for ``limit``; None while it is unknown."""
     if limit in LIMIT_METRICS:
-        found = figure(evidence, LIMIT_METRICS[limit], config)
+        metric = LIMIT_METRICS[limit]
+        found = figure(evidence, metric, config, pools)
         if found is None:
             return None
         low = found.point if found.low is None else found.low
         high = found.point if found.high is None else found.high
-        _, quiet = decision_runs(evidence, config.min_runs)
-        return Span(found.point, low, high, quiet and found.low is not None)
+        return Span(found.point, low, high,
+                    may_drop(evidence, metric, config, pools) and found.low is not None)
     accuracy = evidence.accuracy
     if accuracy is None:
         return None
@@ -103,12 +145,13 @@ def span(evidence: Evidence, limit: str, config: SearchConfig) -> Span | None:
     return Span(0.0 - accuracy.change_points, 0.0 - accuracy.high, 0.0 - accuracy.low, True)
 
 
-def uncertain_limits(evidence: Evidence, config: SearchConfig) -> list[str]:
+def uncertain_limits(evidence: Evidence, config: SearchConfig, pools: Pools | None = None
+                     ) -> list[str]:
     """The limits the candidate meets by its figure while its interval reaches beyond them:
     the answer says so rather than claim them met for certain."""
     found = []
     for limit, bound in set_limits(config).items():
-        own = span(evidence, limit, config)
+        own = span(evidence, limit, config, pools)
         far = None if own is None else (own.high if LIMIT_SIGNS[limit] > 0 else own.low)
         if own is not None and margin(own.point, limit, bound) <= 0 < margin(far, limit, bound):
             found.append(f"{evidence.candidate.key} meets {limit} {bound:g} by its figure "
@@ -127,14 +170,14 @@ def set_limits(config: SearchConfig) -> dict[str, float]:
             if getattr(config.limits, name) is not None}
 
 
-def meets(evidence: Evidence, config: SearchConfig) -> bool:
+def meets(evidence: Evidence, config: SearchConfig, pools: Pools | None = None) -> bool:
     """Meets every limit by its figures, and has an objective figure. An unknown accuracy
     (not measured, or its run failed) does not meet an accuracy limit; an unmeasured memory
     figure is not judged."""
-    if figure(evidence, config.objective, config) is None:
+    if figure(evidence, config.objective, config, pools) is None:
         return False
     for limit, bound in set_limits(config).items():
-        found = span(evidence, limit, config)
+        found = span(evidence, limit, config, pools)
         if found is None:
             if limit in ("max_accuracy_drop", "max_model_size_mb"):
                 return False
@@ -155,13 +198,13 @@ def clearly_worse(this: Interval, best: Interval, higher_is_better: bool) -> boo
     return this.high < best.low if higher_is_better else this.low > best.high
 
 
-def limit_drop(evidence: Evidence, config: SearchConfig) -> str:
+def limit_drop(evidence: Evidence, config: SearchConfig, pools: Pools | None = None) -> str:
     """Why the candidate must leave the race on its own figures ("" while it may stay)."""
     accuracy = evidence.accuracy
     if accuracy is not None and accuracy.why and config.limits.max_accuracy_drop is not None:
         return f"its accuracy run failed: {accuracy.why}"
     for limit, bound in set_limits(config).items():
-        found = span(evidence, limit, config)
+        found = span(evidence, limit, config, pools)
         if found is not None and found.can_drop and margin(found.low if LIMIT_SIGNS[limit] > 0
                                                            else found.high, limit, bound) > 0:
             return (f"breaks {limit} {bound:g}: {found.point:.4g} "
@@ -172,56 +215,62 @@ def limit_drop(evidence: Evidence, config: SearchConfig) -> str:
     return ""
 
 
-def leader(evidence: Sequence[Evidence], config: SearchConfig) -> Evidence | None:
+def leader(evidence: Sequence[Evidence], config: SearchConfig, pools: Pools | None = None
+           ) -> Evidence | None:
     """The best racing candidate meeting every limit whose figure may drop others."""
     best, best_point = None, 0.0
     for item in evidence:
-        if item.dropped or not meets(item, config):
+        if item.dropped or not meets(item, config, pools):
             continue
-        if not decision_runs(item, config.min_runs)[1]:
+        if not may_drop(item, config.objective, config, pools):
             continue
-        found = figure(item, config.objective, config)
+        found = figure(item, config.objective, config, pools)
         if found is not None and found.low is not None and (
                 best is None or better(found.point, best_point, config.higher_is_better)):
             best, best_point = item, found.point
     return best
 
 
-def drop_after_round(evidence: Sequence[Evidence], config: SearchConfig, round_: int) -> None:
+def judge(evidence: Sequence[Evidence], config: SearchConfig, round_: int) -> Evidence | None:
     """Drops the candidates that can no longer win: beyond a limit, or clearly worse than
-    the leader on the objective."""
+    the leader on the objective; returns the leader (None while there is none)."""
+    pools = pools_of(evidence, config)
     for item in evidence:
         if not item.dropped:
-            why = limit_drop(item, config)
+            why = limit_drop(item, config, pools)
             if why:
                 item.dropped, item.dropped_round = why, round_
-    top = leader(evidence, config)
+    top = leader(evidence, config, pools)
     if top is None:
-        return
-    top_figure = figure(top, config.objective, config)
+        return None
+    top_figure = figure(top, config.objective, config, pools)
     for item in evidence:
-        if item.dropped or item is top or not decision_runs(item, config.min_runs)[1]:
+        if item.dropped or item is top or not may_drop(item, config.objective, config, pools):
             continue
-        found = figure(item, config.objective, config)
+        found = figure(item, config.objective, config, pools)
         if found is not None and top_figure is not None and clearly_worse(
                 found, top_figure, config.higher_is_better):
-            item.dropped = (f"clearly {'below' if config.higher_is_better else 'above'} "
+            item.dropped = (f"{OBJECTIVE_DROP}{'below' if config.higher_is_better else 'above'} "
                             f"{top.candidate.key}: {found.text()} against {top_figure.text()}")
             item.dropped_round = round_
+    return top
 
 
-def ranked(evidence: Sequence[Evidence], config: SearchConfig) -> list[Evidence]:
+def ranked(evidence: Sequence[Evidence], config: SearchConfig, pools: Pools | None = None
+           ) -> list[Evidence]:
     """The candidates meeting every limit, best objective figure first."""
-    pool = [item for item in evidence if meets(item, config)]
+    found = [item for item in evidence if meets(item, config, pools)]
     sign = -1.0 if config.higher_is_better else 1.0
-    return sorted(pool, key=lambda item: sign * figure(item, config.objective, config).point)
+    return sorted(found, key=lambda item: sign * figure(item, config.objective, config,
+                                                        pools).point)
 
 
 def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: bool
             ) -> Outcome:
     """The answer from the evidence: winner, tied, undecided or infeasible (see ``Outcome``),
     with each limit's cost. ``out_of_budget``: the search stopped for its budget."""
-    pool = ranked(evidence, config)
+    pools = pools_of(evidence, config)
+    pool = ranked(evidence, config, pools)
     outcome = Outcome(verdict="infeasible", objective=config.objective,
                       higher_is_better=config.higher_is_better, limits=config.limits,
                       recommended=None, tied=[], excluded=[], evidence=list(evidence),
@@ -229,9 +278,8 @@ def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: b
     if not pool:
         outcome.binding, outcome.closest = binding(evidence, config), closest(evidence, config)
     else:
-        best = figure(pool[0], config.objective, config)
-        rivals = [item for item in pool[1:] if best.low is None or not clearly_worse(
-            figure(item, config.objective, config), best, config.higher_is_better)]
+        best = figure(pool[0], config.objective, config, pools)
+        rivals = [item for item in pool[1:] if _rival(item, best, config, pools)]
         if not rivals:
             outcome.verdict, outcome.recommended = "winner", pool[0]
         else:
@@ -240,6 +288,18 @@ def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: b
     reference = outcome.recommended or (outcome.tied[0] if outcome.tied else None)
     outcome.excluded = excluded(evidence, config, reference)
     return outcome
+
+
+def _rival(item: Evidence, best: Interval, config: SearchConfig, pools: Pools) -> bool:
+    """Not clearly worse than ``best`` by the intervals the search judged with. A candidate
+    the search dropped as clearly worse than a leader is no rival: that was the judgment (a
+    leader's own ``min_runs`` interval, on t with 2 degrees of freedom, may be wider later
+    than the pooled one that dropped it); nor is one dropped without an interval."""
+    found = figure(item, config.objective, config, pools)
+    if found is None or item.dropped.startswith(OBJECTIVE_DROP) or (
+            item.dropped and found.low is None):
+        return False
+    return best.low is None or not clearly_worse(found, best, config.higher_is_better)
 
 
 def _breaking(evidence: Sequence[Evidence], limit: str, bound: float, config: SearchConfig

@@ -1,15 +1,26 @@
 """The search of ``run.py recommend``: a race that spends the budget where it decides something.
 
 A full sweep measures every candidate N times; most of those runs only confirm that a slow
-configuration is slow. Here the candidates race in rounds of short runs: each round measures
-every candidate still racing once, in an order rotated round by round (interleaved, so a drift
-of the machine hits them alike), and after each round the ones that can no longer win leave
-(``judging``: beyond a limit by their whole interval, or wholly worse than the leader's
-interval, never before ``min_runs`` undisturbed VALID runs). Accuracy is measured once per
-artifact, just before the artifact's first run. The search stops when one candidate meeting
-the limits is left, at ``max_rounds``, or when the next round would overrun the budget (each
-run is checked against it too, so the measured time never exceeds it when runs take what they
-took before); then ``judging.verdict`` gives the answer.
+configuration is slow. Here the candidates race in rounds of short runs, judged after every
+measurement (``judging.judge``): a candidate leaves once it breaks a limit by its whole
+interval or its interval is wholly worse than the leader's. Intervals come from a candidate's
+own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across candidates
+(``pooling``), so a hopeless candidate may leave after one run.
+
+* Round 1 measures each SUT's base candidate once, in the space's order; the SUT's other
+  settings wait behind it (``staging``) and join the race once the base is near the leader.
+* From round 2 on, the best point estimate is measured first: the pool forms among the
+  contenders, and the hopeless are dropped before they cost another run.
+* Accuracy (and model size) is measured once per artifact, just before a candidate's run of
+  round ``SearchConfig.accuracy_round``: round 2 under an accuracy or size limit (a candidate
+  dropped on speed after round 1 never costs one), and there only while no candidate better
+  by point meets the limits (the best by point first, until one meets them: the leader
+  must); else, and for every contender, round ``min_runs`` (for the answer).
+
+The search stops when one candidate meeting the limits is left, at ``max_rounds``, or when
+the next measurement would overrun the budget (each is checked against it, so the measured
+time never exceeds it when runs take what they took before); then ``judging.verdict`` gives
+the answer.
 
 ``brute_force`` judges a full sweep by the same rules (no drops): the check of the search.
 """
@@ -22,8 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from quantmark.ground.errors import UserError
-from quantmark.recommend import judging
+from quantmark.recommend import judging, search_notes
 from quantmark.recommend.candidates import (
+    BASE_BATCH,
     OBJECTIVE_NAMES,
     OBJECTIVES,
     AccuracyResult,
@@ -33,6 +45,7 @@ from quantmark.recommend.candidates import (
     Measurer,
     Outcome,
 )
+from quantmark.recommend.staging import Staging
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +63,19 @@ class SearchConfig:
     higher_is_better: bool
     limits: Limits = field(default_factory=Limits)
     budget_s: float = 900.0  # measured seconds of runs and accuracy runs, all together
-    run_seconds: float = 10.0  # one run's expected wall time, until one was timed
+    run_seconds: float = 10.0  # each run's LoadGen duration (``--seconds``)
+    #: a run's wall time beyond its duration (start, load, warm-up, writing): a run is
+    #: expected to take ``run_seconds + start_s`` (15 s) until one was timed
+    start_s: float = 5.0
     min_runs: int = 3  # VALID undisturbed runs before a candidate may be dropped on its figures
     max_rounds: int = 10
     confidence: float = 0.95  # of every interval the search judges
     accuracy_seconds: float = 0.0  # one accuracy run's expected time, until one was timed
+    #: how much batch, threads and options may move one SUT's speed (a factor): a SUT's
+    #: other settings are measured only while its base, so widened, reaches the leader
+    settings_spread: float = 2.0
+    #: each SUT's base batch (``staging``); None: the SUT's first batch in the space
+    base_batch: int | None = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVE_NAMES:
@@ -68,8 +89,19 @@ class SearchConfig:
                             "nothing could ever be dropped")
         if not 0.5 <= self.confidence < 1:
             raise UserError(f"confidence {self.confidence} must lie in [0.5, 1)")
-        if not self.budget_s > 0 or not self.run_seconds > 0 or self.accuracy_seconds < 0:
+        if not self.budget_s > 0 or not self.run_seconds > 0 or self.accuracy_seconds < 0 \
+                or self.start_s < 0:
             raise UserError("the budget and the seconds per run must be positive")
+        if not self.settings_spread >= 1:
+            raise UserError(f"settings_spread {self.settings_spread} must be at least 1 (a "
+                            "factor the settings may move a SUT's speed by)")
+
+    @property
+    def accuracy_round(self) -> int:
+        """The round before whose run a candidate's artifact gets its accuracy measured."""
+        limited = (self.limits.max_accuracy_drop is not None
+                   or self.limits.max_model_size_mb is not None)
+        return 2 if limited else self.min_runs
 
     @classmethod
     def for_scenario(cls, scenario: str, objective: str | None = None, **kwargs: object
@@ -78,6 +110,7 @@ class SearchConfig:
         if scenario not in OBJECTIVES:
             raise UserError(f"unknown scenario {scenario!r}; choose one of {', '.join(OBJECTIVES)}")
         objective = objective or OBJECTIVES[scenario][0]
+        kwargs.setdefault("base_batch", BASE_BATCH[scenario])
         return cls(objective=objective, higher_is_better=objective == "samples_per_s",
                    **kwargs)  # type: ignore[arg-type]
 
@@ -88,8 +121,10 @@ class _Race:
 
     evidence: list[Evidence]
     config: SearchConfig
+    staging: Staging
     spent_s: float = 0.0
     done_runs: int = 0
+    last_round: int = 0  # the last round that measured something
 
     @classmethod
     def start(cls, candidates: Sequence[Candidate], config: SearchConfig,
@@ -104,7 +139,7 @@ class _Race:
                             + next(k for k in keys if keys.count(k) > 1))
         saved = {item.candidate.key: item for item in resume or ()}
         evidence = [saved.get(c.key) or Evidence(c) for c in candidates]
-        race = cls(evidence, config)
+        race = cls(evidence, config, Staging(evidence, config))
         race.spent_s = sum(run.seconds for item in evidence for run in item.runs)
         race.spent_s += sum(acc.seconds for acc in race.accuracies().values())
         race.done_runs = sum(len(item.runs) for item in evidence)
@@ -123,25 +158,48 @@ class _Race:
                 item.accuracy = known[item.candidate.artifact]
 
     def racing(self) -> list[Evidence]:
+        """Not dropped: measured now, or held behind its SUT's base."""
         return [item for item in self.evidence if not item.dropped]
+
+    def active(self) -> list[Evidence]:
+        """Racing and not held: what the next runs measure."""
+        return [item for item in self.racing() if not self.staging.held(item)]
+
+    def needs_accuracy(self, item: Evidence) -> bool:
+        """Its artifact's accuracy is due before its next run: from ``accuracy_round`` on
+        while no racing candidate better by point meets the limits (it may become the
+        leader), and from round ``min_runs`` on in any case (a contender, for the answer)."""
+        if item.accuracy is not None:
+            return False
+        due = len(item.runs) + 1
+        if due >= self.config.min_runs:
+            return True
+        return due >= self.config.accuracy_round and not self._met_ahead(item)
+
+    def _met_ahead(self, item: Evidence) -> bool:
+        """A racing candidate better by point than ``item`` meets every limit."""
+        config = self.config
+        own = judging.figure(item, config.objective, config)
+        if own is None:
+            return False
+        for other in self.racing():
+            found = judging.figure(other, config.objective, config)
+            if other is not item and found is not None and other.accuracy is not None and \
+                    judging.better(found.point, own.point, config.higher_is_better) and \
+                    judging.meets(other, config):
+                return True
+        return False
 
     def run_estimate(self, item: Evidence) -> float:
         """The longest this candidate's run took so far, else the longest of any, else the
         configured seconds: the budget is checked against the slow case."""
         own = [run.seconds for run in item.runs if run.seconds > 0]
         every = [run.seconds for other in self.evidence for run in other.runs if run.seconds > 0]
-        return max(own or every or [self.config.run_seconds])
+        return max(own or every or [self.config.run_seconds + self.config.start_s])
 
     def accuracy_estimate(self) -> float:
         timed = [acc.seconds for acc in self.accuracies().values() if acc.seconds > 0]
         return max(timed or [self.config.accuracy_seconds])
-
-    def cost(self, items: Sequence[Evidence], runs_each: int = 1) -> float:
-        """The expected seconds of ``runs_each`` runs of ``items``, with the accuracy runs
-        their artifacts still need."""
-        artifacts = {item.candidate.artifact for item in items if item.accuracy is None}
-        return (sum(self.run_estimate(item) for item in items) * runs_each
-                + len(artifacts) * self.accuracy_estimate())
 
     def affordable(self, seconds: float) -> bool:
         return self.spent_s + seconds <= self.config.budget_s + 1e-9
@@ -160,83 +218,110 @@ def search(candidates: Sequence[Candidate], measurer: Measurer, config: SearchCo
     _check_budget(race)
     if race.done_runs:
         _rejudge(race)
-    first = 1 + min((len(item.runs) for item in race.racing()), default=0)
-    out_of_budget, round_ = False, first - 1
+    first = 1 + min((len(item.runs) for item in race.active()), default=0)
+    out_of_budget = False
     for round_ in range(first, config.max_rounds + 1):
-        todo = _round_order(race, round_)
-        if not race.affordable(race.cost(todo)):
-            out_of_budget, round_ = True, round_ - 1
-            break
-        if not _run_round(race, measurer, todo, round_, on_progress, checkpoint):
-            out_of_budget = True
-            break
-        judging.drop_after_round(race.evidence, config, round_)
+        state = _run_round(race, measurer, round_, on_progress, checkpoint)
         if checkpoint is not None:
             checkpoint(race.evidence)
+        if state == "budget":
+            out_of_budget = True
+            break
         if _settled(race):
             break
     outcome = judging.verdict(race.evidence, config, out_of_budget)
-    outcome.rounds, outcome.spent_s = max(round_, 0), race.spent_s
-    outcome.notes = _notes(race, out_of_budget, outcome)
+    outcome.rounds, outcome.spent_s = race.last_round, race.spent_s
+    outcome.notes = search_notes.notes(race, out_of_budget, outcome)
     return outcome
 
 
 def _check_budget(race: _Race) -> None:
-    """A fresh search must afford ``min_runs`` rounds of the whole space: before that nothing
-    can be dropped on its figures, and no interval exists to decide with."""
+    """A fresh search must afford what it needs before it can decide anything: one run of
+    each SUT's base candidate and, under an accuracy or size limit, the accuracy runs of
+    the fastest few (round 2 measures them first). Less decides nothing: one line."""
     if race.spent_s > 0:
         return
-    need = race.cost(race.racing(), race.config.min_runs)
+    bases = race.active()
+    accuracies = min(3, len(bases)) if race.config.accuracy_round == 2 else 0
+    need = sum(race.run_estimate(item) for item in bases)
+    need += accuracies * race.accuracy_estimate()
     if not race.affordable(need):
+        extra = f" and the accuracy of the fastest {accuracies}" if accuracies else ""
         raise UserError(
             f"a budget of {race.config.budget_s / 60:.1f} min cannot measure the "
-            f"{len(race.racing())} candidates {race.config.min_runs} times each "
-            f"(~{need / 60:.1f} min); raise --budget or narrow the space (--suts, "
-            "--batch-sizes, --settings)")
+            f"{len(bases)} SUTs' base candidates once each{extra} (~{need / 60:.1f} min); "
+            "raise --budget or narrow the space (--suts, --batch-sizes, --settings)")
 
 
 def _rejudge(race: _Race) -> None:
     """Judges resumed evidence afresh under this search's limits (a rerun may change them):
-    the drops of the interrupted search are replayed on everything it measured."""
+    the drops of the interrupted search are replayed on everything it measured, and the
+    variants still held behind their base are derived again."""
     for item in race.evidence:
         item.dropped, item.dropped_round = "", None
-    judging.drop_after_round(race.evidence, race.config,
-                             max(len(item.runs) for item in race.evidence))
+    _judge(race, max(len(item.runs) for item in race.evidence))
 
 
-def _round_order(race: _Race, round_: int) -> list[Evidence]:
-    """The racing candidates that have fewer than ``round_`` runs (all of them, except after
-    a resume mid-round), rotated by the round: interleaved, no fixed first slot."""
-    racing = race.racing()
-    if not racing:
-        return []
-    shift = (round_ - 1) % len(racing)
-    return [item for item in racing[shift:] + racing[:shift] if len(item.runs) < round_]
+def _judge(race: _Race, round_: int) -> None:
+    """Drops what can no longer win, then releases or drops the variants held behind
+    their SUT's base."""
+    leader = judging.judge(race.evidence, race.config, round_)
+    nothing_else = not any(len(item.runs) < race.config.max_rounds for item in race.active())
+    race.staging.update(race.evidence, leader, round_, nothing_else)
 
 
-def _run_round(race: _Race, measurer: Measurer, todo: list[Evidence], round_: int,
-               on_progress: Progress | None, checkpoint: Checkpoint | None) -> bool:
-    """Measures each of ``todo`` once (its artifact's accuracy first, if not yet measured);
-    False when the budget stopped it half-way."""
-    for position, item in enumerate(todo):
-        if item.accuracy is None:
+def _next(race: _Race, round_: int) -> Evidence | None:
+    """The next candidate to measure in ``round_``: of those active with fewer than
+    ``round_`` runs, the first in the space's order in round 1, the best point estimate
+    after (the unmeasured last, in the space's order)."""
+    todo = [(index, item) for index, item in enumerate(race.evidence)
+            if len(item.runs) < round_ and not item.dropped and not race.staging.held(item)]
+    if not todo:
+        return None
+    if round_ == 1:
+        return todo[0][1]
+    config = race.config
+    sign = -1.0 if config.higher_is_better else 1.0
+
+    def order(pair: tuple[int, Evidence]) -> tuple[bool, float, int]:
+        found = judging.figure(pair[1], config.objective, config)
+        return found is None, sign * found.point if found else 0.0, pair[0]
+
+    return min(todo, key=order)[1]
+
+
+def _run_round(race: _Race, measurer: Measurer, round_: int, on_progress: Progress | None,
+               checkpoint: Checkpoint | None) -> str:
+    """Measures each active candidate with fewer than ``round_`` runs once (its artifact's
+    accuracy first when due), judging after each: "done", "settled", or "budget" when the
+    budget stopped it."""
+    _judge(race, round_)
+    while (item := _next(race, round_)) is not None:
+        if race.needs_accuracy(item):
             if not race.affordable(race.accuracy_estimate() + race.run_estimate(item)):
-                return False
+                return "budget"
             _measure_accuracy(race, measurer, item)
+            _judge(race, round_)
+            if item.dropped:
+                continue
         if not race.affordable(race.run_estimate(item)):
-            return False
+            return "budget"
         started = time.monotonic()
         run = measurer.run(item.candidate, race.config.run_seconds)
         item.runs.append(run)
         race.spent_s += run.seconds if run.seconds > 0 else time.monotonic() - started
         race.done_runs += 1
+        race.last_round = round_
         log.debug("round %d: %s %s", round_, item.candidate.key,
                   "VALID" if run.valid else f"INVALID {run.why}")
+        _judge(race, round_)
         if checkpoint is not None:
             checkpoint(race.evidence)
         if on_progress is not None:
-            _report(race, on_progress, round_, len(todo) - position - 1, item)
-    return True
+            _report(race, on_progress, round_, item)
+        if _settled(race):
+            return "settled"
+    return "done"
 
 
 def _measure_accuracy(race: _Race, measurer: Measurer, item: Evidence) -> None:
@@ -249,14 +334,14 @@ def _measure_accuracy(race: _Race, measurer: Measurer, item: Evidence) -> None:
     race.share_accuracy()
 
 
-def _report(race: _Race, on_progress: Progress, round_: int, left_in_round: int,
-            item: Evidence) -> None:
-    """The planned runs: the rest of this round and every later one for those racing, as
-    far as the budget reaches."""
+def _report(race: _Race, on_progress: Progress, round_: int, item: Evidence) -> None:
+    """The planned runs: the rest of this round and every later one for those racing (held
+    variants included), as far as the budget reaches."""
     config = race.config
     racing = race.racing()
     run_s = sum(run.seconds for item in race.evidence for run in item.runs)
-    per_run = run_s / max(race.done_runs, 1) or config.run_seconds
+    per_run = run_s / max(race.done_runs, 1) or config.run_seconds + config.start_s
+    left_in_round = sum(len(other.runs) < round_ for other in race.active())
     ahead = left_in_round + len(racing) * (config.max_rounds - round_)
     ahead = min(ahead, int(max(config.budget_s - race.spent_s, 0) / max(per_run, 1e-9)))
     eta = min(ahead * per_run, max(config.budget_s - race.spent_s, 0.0))
@@ -266,39 +351,17 @@ def _report(race: _Race, on_progress: Progress, round_: int, left_in_round: int,
 
 
 def _settled(race: _Race) -> bool:
-    """Nothing left to race, or one candidate meeting the limits left with its interval."""
+    """Nothing left to race, or one candidate meeting the limits left with its own interval
+    (``min_runs`` quiet runs: a pooled one may drop others, but the answer's figure is its
+    own; and its accuracy measured by then, for the answer)."""
     racing = race.racing()
     if not racing:
         return True
     if len(racing) > 1:
         return False
-    alone = racing[0]
-    _, quiet = judging.decision_runs(alone, race.config.min_runs)
-    return quiet and judging.meets(alone, race.config)
-
-
-def _notes(race: _Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
-    """Why it stopped, and each candidate's INVALID and disturbed runs."""
-    config = race.config
-    notes = [f"stopped after round {outcome.rounds}: "
-             + (f"the budget ({config.budget_s:.0f} s) would not cover the next runs; "
-                f"{race.spent_s:.0f} s spent" if out_of_budget
-                else f"{race.spent_s:.0f} s of {config.budget_s:.0f} s spent")]
-    for item in ([outcome.recommended] if outcome.recommended else outcome.tied):
-        notes += judging.uncertain_limits(item, config)
-    for item in race.evidence:
-        invalid = sum(not run.valid for run in item.runs)
-        disturbed = sum(run.valid and run.disturbed for run in item.runs)
-        if invalid:
-            notes.append(f"{item.candidate.key}: {invalid} of {len(item.runs)} runs INVALID, "
-                         "left out of its figures")
-        if disturbed:
-            _, quiet = judging.decision_runs(item, config.min_runs)
-            notes.append(f"{item.candidate.key}: {disturbed} of {len(item.runs)} runs disturbed, "
-                         + ("left out of its figures (enough quiet runs)" if quiet else
-                            "kept in its figures (too few quiet runs); it was not dropped on "
-                            "them"))
-    return notes
+    alone, config = racing[0], race.config
+    return (not race.staging.held(alone) and judging.decision_runs(alone, config.min_runs)[1]
+            and judging.meets(alone, config))
 
 
 def full_sweep(candidates: Sequence[Candidate], measurer: Measurer, runs: int,

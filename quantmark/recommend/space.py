@@ -23,6 +23,11 @@ The default space is kept small enough for a 15-minute budget on a 2-core machin
 
 On the 2-core machine (no SMT, 20 CPU SUTs available, 2 of them compile SUTs) the default
 space is 18 candidates for SingleStream, 48 for MultiStream and 74 for Offline or Server.
+
+The order matters: the search measures each SUT's *base* candidate first (``staging``: the
+scenario's ``candidates.BASE_BATCH``, else the SUT's first batch, and the first candidate of
+that batch here, i.e. the first value of each option and the first thread count), and its
+other settings only once the base is near the leader.
 """
 
 from __future__ import annotations

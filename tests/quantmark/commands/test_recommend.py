@@ -154,10 +154,12 @@ def test_bad_flags_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
 
 
-def test_a_budget_too_small_for_three_rounds_is_one_line(tmp_path: Path, stand_in,
-                                                         capsys) -> None:
+def test_a_budget_too_small_for_one_run_of_each_sut_is_one_line(tmp_path: Path, stand_in,
+                                                                 capsys) -> None:
+    """Three SUTs, each run expected to take its 5 s and 5 s of start: 18 s cannot hold the
+    first round."""
     stand_in(THREE, StandInMeasurer(THREE, seed=4))
-    assert _recommend(tmp_path, "--budget", "0.5") == 2
+    assert _recommend(tmp_path, "--budget", "0.3") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "raise --budget" in err[0]
 

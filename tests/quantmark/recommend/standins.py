@@ -2,14 +2,16 @@
 what the search (``quantmark.recommend.search``) is checked against. Pure Python, seeded.
 
 Other tests may import them: ``StandInMeasurer`` is a ``Measurer``; ``planted_space`` draws a
-space of 12-30 candidates; ``truth_evidence`` turns the planted values into evidence of exact
-runs, whose ``brute_force`` optimum is the true one.
+space of 12-30 candidates (each with its own noise, when heteroscedastic); ``staged_space``
+one where the optimum is a variant behind a SUT's base that is not the best base;
+``truth_evidence`` turns the planted values into evidence of exact runs, whose
+``brute_force`` optimum is the true one.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,14 +48,19 @@ class Space:
     candidates: list[Candidate]
     speeds: dict[str, PlantedSpeed]
     accuracies: dict[str, PlantedAccuracy]
+    #: each candidate's own log-normal run noise (by key); a candidate not in it has the
+    #: measurer's ``noise``
+    sigmas: dict[str, float] = field(default_factory=dict)
 
 
 class StandInMeasurer:
     """A ``Measurer`` over a planted space: each run is the true figure times log-normal noise
-    (``noise``: its sigma), a disturbed run (``disturbed_rate``) ``slowdown`` times slower,
-    an INVALID one (``invalid_rate``) flagged so; each takes ``seconds`` of the budget. An
-    accuracy run draws its change around the truth with its standard error, and reports the
-    normal 95% interval. ``runs`` and ``accuracy_calls`` count what was measured."""
+    (its sigma: the space's for the candidate, else ``noise``), a disturbed run
+    (``disturbed_rate``) ``slowdown`` times slower, an INVALID one (``invalid_rate``) flagged
+    so; each takes ``seconds`` of the budget. An accuracy run draws its change around the truth
+    with its standard error, and reports the normal 95% interval. ``runs`` and
+    ``accuracy_calls`` count what was measured.
+    """
 
     def __init__(self, space: Space, seed: int, noise: float = 0.05, invalid_rate: float = 0.03,
                  disturbed_rate: float = 0.05, slowdown: float = 1.5, seconds: float = 10.0,
@@ -69,7 +76,8 @@ class StandInMeasurer:
 
     def run(self, candidate: Candidate, seconds: float) -> Measurement:
         truth = self.space.speeds[candidate.key]
-        factor = float(self.rng.lognormal(0.0, self.noise))
+        factor = float(self.rng.lognormal(0.0, self.space.sigmas.get(candidate.key,
+                                                                      self.noise)))
         disturbed = bool(self.rng.random() < self.disturbed_rate)
         if disturbed:
             factor *= self.slowdown
@@ -96,11 +104,14 @@ class StandInMeasurer:
                               model_size_mb=truth.model_size_mb, seconds=self.accuracy_seconds)
 
 
-def planted_space(rng: np.random.Generator, size: int | None = None) -> Space:
+def planted_space(rng: np.random.Generator, size: int | None = None,
+                  heteroscedastic: bool = False) -> Space:
     """12-30 candidates: four SUTs (two FP32, two INT8 whose accuracy drop may be near a
     1-point limit) x batch sizes x threads, with speeds drawn around a structure (INT8
     faster, batches raise throughput and latency, threads help unevenly), and each
-    artifact's change as this dataset measures it (its truth plus one draw of its error)."""
+    artifact's change as this dataset measures it (its truth plus one draw of its error).
+    ``heteroscedastic``: each candidate its own run noise, drawn in [0.02, 0.10] (drawn
+    last: the rest of the space is the same either way)."""
     suts = {"fp32-a": (PlantedAccuracy(0.0, 0.0, 100.0), 1.0),
             "fp32-b": (PlantedAccuracy(float(rng.uniform(-0.3, 0.3)), 0.3, 100.0), 1.1),
             "int8-a": (PlantedAccuracy(float(rng.uniform(-1.8, -0.2)), 0.4, 26.0), 0.55),
@@ -123,7 +134,48 @@ def planted_space(rng: np.random.Generator, size: int | None = None) -> Space:
     accuracies = {sut: replace(acc, observed=acc.change_points
                                + float(rng.normal(0.0, acc.sd)) if acc.sd else 0.0)
                   for sut, (acc, _) in suts.items()}
-    return Space(candidates, speeds, accuracies)
+    sigmas = ({c.key: float(rng.uniform(0.02, 0.10)) for c in candidates} if heteroscedastic
+              else {})
+    return Space(candidates, speeds, accuracies, sigmas)
+
+
+#: the staged space's batches and thread counts: batch 8, the first thread count, is the base
+STAGED_BATCHES, STAGED_THREADS = (8, 1, 32), (0, 2)
+
+
+def staged_space(rng: np.random.Generator) -> tuple[Space, Candidate]:
+    """Six SUTs x batches 8, 1, 32 x threads 0, 2 (36 candidates, throughput; each its own
+    noise in [0.02, 0.10]), and the optimum: a variant of the SUT ``hidden``, whose base (b8
+    t0) is 0.68-0.8 of the best base's throughput while one of its variants is 1.3-1.36 of
+    it (at most x2 its own base); every other SUT's settings move it by at most 1.1 (the
+    far ones' by 1.6), and three SUTs lie far
+    behind (0.15-0.3 of the best base), where staging drops their variants unmeasured."""
+    bases = {"lead": 1.0, "near": float(rng.uniform(0.8, 0.95)),
+             "hidden": float(rng.uniform(0.68, 0.8))}
+    target = float(rng.uniform(1.3, 1.36))  # the hidden variant, of the best base
+    bases.update({f"far{i}": float(rng.uniform(0.15, 0.3)) for i in range(3)})
+    top = float(rng.uniform(200.0, 400.0))
+    best_variant = (int(rng.choice(STAGED_BATCHES[1:])), int(rng.choice(STAGED_THREADS)))
+    candidates, speeds = [], {}
+    for sut, share in bases.items():
+        for batch in STAGED_BATCHES:
+            for threads in STAGED_THREADS:
+                c = Candidate(sut, batch, threads)
+                if (batch, threads) == (8, 0):
+                    factor = 1.0
+                elif sut == "hidden" and (batch, threads) == best_variant:
+                    factor = target / share  # at most x2: what staging assumes
+                elif sut.startswith("far"):
+                    factor = float(rng.uniform(0.9, 1.6))  # within the x2 staging assumes
+                else:
+                    factor = float(rng.uniform(0.6, 1.1))
+                throughput = top * share * factor
+                candidates.append(c)
+                speeds[c.key] = PlantedSpeed(1000.0 * batch / throughput, throughput)
+    accuracies = {sut: PlantedAccuracy(0.0, 0.0, 50.0, observed=0.0) for sut in bases}
+    sigmas = {c.key: float(rng.uniform(0.02, 0.10)) for c in candidates}
+    hidden = Candidate("hidden", *best_variant)
+    return Space(candidates, speeds, accuracies, sigmas), hidden
 
 
 def truth_evidence(space: Space) -> list[Evidence]:

@@ -20,7 +20,7 @@ from quantmark.recommend.candidates import (
 from quantmark.recommend.search import SearchConfig, brute_force, search
 from tests.quantmark.recommend.standins import ScriptedMeasurer, accuracy_of, quiet
 
-A, B, C = Candidate("fp32-a"), Candidate("fp32-a", threads=2), Candidate("int8-a")
+A, B, C = Candidate("fp32-a"), Candidate("fp32-b"), Candidate("int8-a")
 
 
 def latency_config(**kwargs) -> SearchConfig:
@@ -30,7 +30,8 @@ def latency_config(**kwargs) -> SearchConfig:
 
 def measurer(runs: dict[Candidate, list[Measurement]], **accuracy: AccuracyResult
              ) -> ScriptedMeasurer:
-    results = {"fp32-a": accuracy_of(0.0, 0.0, 100.0), "int8-a": accuracy_of(-0.2), **accuracy}
+    results = {"fp32-a": accuracy_of(0.0, 0.0, 100.0), "fp32-b": accuracy_of(0.0, 0.1, 100.0),
+               "int8-a": accuracy_of(-0.2), **accuracy}
     return ScriptedMeasurer({c.key: values for c, values in runs.items()}, results)
 
 
@@ -58,11 +59,20 @@ def test_the_scenario_sets_the_objective():
         SearchConfig.for_scenario("Batch")
 
 
-def test_a_budget_below_min_runs_rounds_is_refused_before_any_run():
-    script = measurer({A: [quiet(10)], B: [quiet(11)]})
-    with pytest.raises(UserError, match="raise --budget"):
-        search([A, B], script, latency_config(budget_s=50.0))
+def test_a_budget_below_one_run_of_each_base_is_refused_before_any_run():
+    """A and B are bases (15 s each expected); A's variant waits: 30 s decides something."""
+    variant = Candidate("fp32-a", threads=2)
+    script = measurer({A: [quiet(10)], B: [quiet(11)], variant: [quiet(12)]})
+    with pytest.raises(UserError, match="cannot measure the 2 SUTs' base candidates once each "
+                                        r"\(~0.5 min\); raise --budget"):
+        search([A, B, variant], script, latency_config(budget_s=29.0))
     assert script.order == []
+    limited = latency_config(budget_s=100.0, accuracy_seconds=40.0,
+                             limits=Limits(max_accuracy_drop=1.0))
+    with pytest.raises(UserError, match="and the accuracy of the fastest 2"):
+        search([A, B, variant], script, limited)
+    search([A, B, variant], script, latency_config(budget_s=30.0))
+    assert script.order[:2] == [A.key, B.key] and variant.key not in script.order
 
 
 def test_invalid_runs_never_enter_a_figure():
@@ -116,7 +126,7 @@ def test_accuracy_is_run_once_per_artifact_and_a_breaker_leaves_after_one_run():
     assert script.accuracy_calls == {"fp32-a": 1, "int8-a": 1}
     by = {item.candidate: item for item in outcome.evidence}
     assert by[C].dropped.startswith("breaks max_accuracy_drop 1") and len(by[C].runs) == 1
-    assert by[c2].dropped_round == 1
+    assert by[c2].dropped_round == 2 and not by[c2].runs  # C's variant shares its accuracy
     assert outcome.recommended.candidate == A
     (cost,) = outcome.excluded
     assert cost.limit == "max_accuracy_drop" and cost.evidence.candidate == C
@@ -132,12 +142,14 @@ def test_a_point_inside_the_limit_with_an_interval_across_it_stays():
     assert outcome.recommended.candidate == C
 
 
-def test_each_round_runs_every_racer_once_in_a_rotated_order():
-    runs = {c: [quiet(10), quiet(10.2), quiet(9.8)] for c in (A, B, C)}
+def test_round_one_runs_in_the_space_order_later_rounds_best_point_first():
+    runs = {A: [quiet(12), quiet(12.2), quiet(11.8)], B: [quiet(10), quiet(10.2), quiet(9.8)],
+            C: [quiet(10.5), quiet(9.5), quiet(10.1)]}
     script = measurer(runs)
     search([A, B, C], script, latency_config(max_rounds=3))
     a, b, c = A.key, B.key, C.key
-    assert script.order == [a, b, c, b, c, a, c, a, b]
+    # round 2 by round 1's points (B 10, C 10.5, A 12); round 3 by the medians (C 10.0, B 10.1)
+    assert script.order == [a, b, c, b, c, a, c, b, a]
 
 
 def test_progress_counts_up_within_the_budget():
