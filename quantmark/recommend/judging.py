@@ -44,6 +44,11 @@ LIMIT_SIGNS = {"max_accuracy_drop": 1, "latency_ms": 1, "min_throughput": -1,
                "max_memory_mb": 1, "max_model_size_mb": 1}
 #: the start of the ``dropped`` reason of a candidate clearly worse than the leader
 OBJECTIVE_DROP = "clearly "
+#: limits judged on a figure measured once per artifact (accuracy, size): a candidate whose
+#: figure breaks one can never meet it, so it stops racing (its runs would decide nothing),
+#: though its interval may reach inside (it is then not excluded *by* the limit's interval)
+MEASURED_ONCE = ("max_accuracy_drop", "max_model_size_mb")
+OUT_OF_REACH = "stopped racing: cannot meet"
 #: the ``Measurement`` field behind a run-measured limit
 LIMIT_METRICS = {"latency_ms": "latency_ms", "min_throughput": "samples_per_s",
                  "max_memory_mb": "memory_mb"}
@@ -209,6 +214,11 @@ def limit_drop(evidence: Evidence, config: SearchConfig, pools: Pools | None = N
                                                            else found.high, limit, bound) > 0:
             return (f"breaks {limit} {bound:g}: {found.point:.4g} "
                     f"[{found.low:.4g}, {found.high:.4g}]")
+        if found is not None and limit in MEASURED_ONCE and margin(found.point, limit,
+                                                                   bound) > 0:
+            return (f"{OUT_OF_REACH} {limit} {bound:g}: its figure {found.point:.4g} (its "
+                    f"interval [{found.low:.4g}, {found.high:.4g}] reaches inside) is measured "
+                    "once, and more runs cannot change it")
     if len(evidence.runs) >= config.min_runs and not valid_runs(evidence):
         why = next((run.why for run in reversed(evidence.runs) if run.why), "")
         return f"no VALID run in {len(evidence.runs)}" + (f" ({why})" if why else "")

@@ -68,7 +68,7 @@ class SearchConfig:
     #: expected to take ``run_seconds + start_s`` (15 s) until one was timed
     start_s: float = 5.0
     min_runs: int = 3  # VALID undisturbed runs before a candidate may be dropped on its figures
-    max_rounds: int = 10
+    max_rounds: int = 30  # the budget usually ends a search first
     confidence: float = 0.95  # of every interval the search judges
     accuracy_seconds: float = 0.0  # one accuracy run's expected time, until one was timed
     #: how much batch, threads and options may move one SUT's speed (a factor): a SUT's

@@ -142,6 +142,21 @@ def test_a_point_inside_the_limit_with_an_interval_across_it_stays():
     assert outcome.recommended.candidate == C
 
 
+def test_a_point_beyond_the_limit_stops_racing_and_still_shows_what_the_limit_costs():
+    """Its accuracy is measured once: more runs could not make it meet the limit, so it is not
+    run again, although its interval reaches inside (it is not excluded by the interval)."""
+    script = measurer({A: [quiet(10), quiet(10.1), quiet(9.9)], C: [quiet(4), quiet(4.1),
+                                                                     quiet(3.9)]},
+                      **{"int8-a": accuracy_of(-1.2, 0.6)})
+    outcome = search([A, C], script, latency_config(limits=Limits(max_accuracy_drop=1.0)))
+    by = {item.candidate: item for item in outcome.evidence}
+    assert by[C].dropped.startswith(judging.OUT_OF_REACH) and len(by[C].runs) == 1
+    assert "reaches inside" in by[C].dropped
+    assert outcome.recommended.candidate == A
+    (cost,) = outcome.excluded
+    assert cost.evidence.candidate == C and cost.margin == pytest.approx(0.2)
+
+
 def test_round_one_runs_in_the_space_order_later_rounds_best_point_first():
     runs = {A: [quiet(12), quiet(12.2), quiet(11.8)], B: [quiet(10), quiet(10.2), quiet(9.8)],
             C: [quiet(10.5), quiet(9.5), quiet(10.1)]}
