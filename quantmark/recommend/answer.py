@@ -24,9 +24,10 @@ from quantmark.ground.hashing import atomic_write_bytes
 from quantmark.ground.records import RecommendationRecord, write_record
 from quantmark.recommend.candidates import Evidence, Measurement, Outcome
 from quantmark.recommend.judging import decision_runs
+from quantmark.recommend.pooling import Pool, pool, pooled_interval, quiet_runs
 from quantmark.report.current_set import read_results
 from quantmark.report.recommend_section import RECOMMENDATION, print_recommendations
-from quantmark.report.stats import figure_interval
+from quantmark.report.stats import CONFIDENCE, figure_interval
 
 FIGURE = "pareto.png"
 
@@ -45,11 +46,13 @@ def decimals(value: float, significant: int = 3) -> str:
     return f"{{:.{min(max(places, 0), 6)}f}}"
 
 
-def interval(values: list[float]) -> dict[str, Any] | None:
-    """A figure's median, 95% interval and its text; None without a value."""
+def interval(values: list[float], pooled: Pool | None = None) -> dict[str, Any] | None:
+    """A figure's median, 95% interval and its text; None without a value. ``pooled``: the
+    run-to-run spread pooled across candidates, for a figure of fewer runs than the search's
+    ``min_runs`` (the interval the search judged it by, ``pooling``)."""
     if not values:
         return None
-    found = figure_interval(values)
+    found = pooled_interval(values, pooled, CONFIDENCE) if pooled else figure_interval(values)
     return {"point": found.point, "low": found.low, "high": found.high, "n": found.n,
             "method": found.method, "text": found.text(decimals(found.point))}
 
@@ -83,18 +86,23 @@ def executed_precision(runs: list[Measurement]) -> str:
     return ""
 
 
-def summarize(evidence: Evidence, objective: str, min_runs: int = 3) -> dict[str, Any]:
+def summarize(evidence: Evidence, objective: str, min_runs: int = 3,
+              pooled: Pool | None = None) -> dict[str, Any]:
     """One candidate's plain summary (what the record, the figure and the report read);
-    ``min_runs``: the search's, for which runs its figures come from."""
+    ``min_runs``: the search's, for which runs its figures come from; ``pooled``: the
+    objective's pooled spread, which gives a candidate of fewer quiet runs its interval."""
     candidate, runs = evidence.candidate, evidence.runs
-    judged, _ = decision_runs(evidence, min_runs)
+    judged, enough = decision_runs(evidence, min_runs)
+    quiet = _values(quiet_runs(evidence), objective)
+    on_pool = pooled is not None and not enough and bool(quiet)
     memory = interval(_values(judged, "memory_mb"))
     failed = [run.why for run in runs if run.why]
     return {
         "key": candidate.key, "sut": candidate.sut, "batch_size": candidate.batch_size,
         "threads": candidate.threads, "settings": dict(candidate.settings),
         "keep_float": list(candidate.keep_float), "artifact": candidate.artifact,
-        "objective": interval(_values(judged, objective)),
+        "objective": (interval(quiet, pooled) if on_pool
+                      else interval(_values(judged, objective))),
         "latency_ms": interval(_values(judged, "latency_ms")),
         "samples_per_s": interval(_values(judged, "samples_per_s")),
         "memory_mb": memory["point"] if memory else None, "runs": len(runs),
@@ -118,7 +126,8 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
                  started: float, min_runs: int = 3) -> RecommendationRecord:
     """The ``recommendation`` record of ``outcome`` (its figure named once drawn)."""
     evidence = outcome.evidence or ([outcome.recommended] if outcome.recommended else [])
-    summaries = [summarize(item, outcome.objective, min_runs) for item in evidence]
+    spread = pool(evidence, outcome.objective)
+    summaries = [summarize(item, outcome.objective, min_runs, spread) for item in evidence]
     by_key = {s["key"]: s for s in summaries}
     recommended = outcome.recommended
     return RecommendationRecord(

@@ -103,6 +103,20 @@ def test_a_hopeless_candidate_is_dropped_after_one_run_once_the_pool_exists():
                       latency_config()).notes)
 
 
+def test_the_record_shows_a_one_run_candidate_with_the_interval_it_was_judged_by():
+    outcome = search([*FAST, SLOW], ScriptedMeasurer(_scripts(), _accuracy()), latency_config())
+    record = answer.build_record(outcome, model="m", scenario="SingleStream", commands={},
+                                 config={}, started=0.0)
+    slow = next(c for c in record.candidates if c["key"] == SLOW.key)
+    evidence = {item.candidate: item for item in outcome.evidence}[SLOW]
+    judged = judging.figure(evidence, "latency_ms", latency_config(),
+                            judging.pools_of(outcome.evidence, latency_config()))
+    assert slow["objective"]["method"] == "t-log-pooled" and slow["objective"]["n"] == 1
+    assert (slow["objective"]["low"], slow["objective"]["high"]) == (
+        pytest.approx(judged.low), pytest.approx(judged.high))
+    # (its dropped reason keeps the interval of the moment it was dropped, on the pool then)
+
+
 def test_accuracy_is_not_measured_for_a_candidate_dropped_after_round_one():
     script = ScriptedMeasurer(_scripts(), _accuracy())
     outcome = search([*FAST, SLOW], script, latency_config(limits=Limits(max_accuracy_drop=1)))
