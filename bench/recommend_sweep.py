@@ -34,8 +34,9 @@ from quantmark.ground.hashing import atomic_write_json
 from quantmark.recommend import judging
 from quantmark.recommend.candidates import Evidence, Limits, Outcome
 from quantmark.recommend.measure import LoadGenMeasurer
-from quantmark.recommend.search import SearchConfig, brute_force, full_sweep
+from quantmark.recommend.search import SearchConfig
 from quantmark.recommend.space import space
+from quantmark.recommend.sweep_check import brute_force, full_sweep
 
 log = logging.getLogger("quantmark.bench.recommend_sweep")
 

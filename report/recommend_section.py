@@ -103,8 +103,19 @@ def verdict_lines(record: RecommendationRecord) -> list[str]:
     else:
         head = [f"Tied: {', '.join(tied)} cannot be told apart (their intervals overlap): "
                 "pick among them by other reasons"]
-    return head + [line for key in tied for line in
-                   [f"{key}:", *[f"  {text}" for text in candidate_lines(record, found[key])]]]
+    return head + one_sut_line(record, tied) + [
+        line for key in tied for line in
+        [f"{key}:", *[f"  {text}" for text in candidate_lines(record, found[key])]]]
+
+
+def one_sut_line(record: RecommendationRecord, tied: list[str]) -> list[str]:
+    """When every candidate left is one SUT, the decision made: that SUT, its settings
+    (batch, threads, options) making no difference the runs could measure."""
+    suts = {candidate["sut"] for candidate in record.candidates if candidate["key"] in tied}
+    if len(tied) < 2 or len(suts) != 1:
+        return []
+    return [f"All of them are {suts.pop()}: the SUT is decided; its settings tried here made no "
+            "difference these runs could measure"]
 
 
 def excluded_lines(record: RecommendationRecord) -> list[str]:

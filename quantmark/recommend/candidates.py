@@ -142,6 +142,14 @@ class Measurer(Protocol):
     def accuracy(self, candidate: Candidate) -> AccuracyResult: ...
 
 
+def accuracy_runs_due(measurer: object, candidate: Candidate) -> int:
+    """How many accuracy runs ``measurer.accuracy(candidate)`` would make now, where the
+    measurer says (``accuracy_runs_due``: the real one runs the FP32 references with its
+    first), else 1: what the search prices before it asks."""
+    due = getattr(measurer, "accuracy_runs_due", None)
+    return int(due(candidate)) if callable(due) else 1
+
+
 @dataclass
 class Evidence:
     """Everything measured of one candidate so far."""

@@ -25,6 +25,7 @@ from quantmark.recommend.candidates import (
     Evidence,
     Measurement,
     Measurer,
+    accuracy_runs_due,
 )
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,12 @@ class RecordingMeasurer:
         self.evidence.setdefault(candidate.key, Evidence(candidate)).accuracy = found
         self.journal.save(list(self.evidence.values()))
         return found
+
+    def accuracy_runs_due(self, candidate: Candidate) -> int:
+        """0 when its artifact's accuracy is known here, else what ``inner`` says."""
+        if self._artifact_accuracy(candidate) is not None:
+            return 0
+        return accuracy_runs_due(self.inner, candidate)
 
     @property
     def measured_runs(self) -> int:

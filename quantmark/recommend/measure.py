@@ -135,6 +135,17 @@ class LoadGenMeasurer:
         self._accuracy[key] = result
         return result
 
+    def accuracy_runs_due(self, candidate: Candidate) -> int:
+        """The accuracy runs ``accuracy(candidate)`` would make now: its own, and the FP32
+        references' not run yet while the reference is not chosen (the first call)."""
+        key = accuracy_key(candidate)
+        if key in self._accuracy or candidate.keep_float:
+            return 0
+        due = {key} - set(self._runs)
+        if self._reference is None:
+            due |= {(name, ()) for name in self.reference_suts()} - set(self._runs)
+        return len(due)
+
     def _paired(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> AccuracyResult:
         from quantmark.report.accuracy import paired_change
 

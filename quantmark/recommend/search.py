@@ -22,7 +22,8 @@ the next measurement would overrun the budget (each is checked against it, so th
 time never exceeds it when runs take what they took before); then ``judging.verdict`` gives
 the answer.
 
-``brute_force`` judges a full sweep by the same rules (no drops): the check of the search.
+``sweep_check.brute_force`` judges a full sweep by the same rules (no drops): the check of the
+search.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from quantmark.recommend.candidates import (
     Limits,
     Measurer,
     Outcome,
+    accuracy_runs_due,
 )
 from quantmark.recommend.staging import Staging
 
@@ -201,6 +203,25 @@ class _Race:
         timed = [acc.seconds for acc in self.accuracies().values() if acc.seconds > 0]
         return max(timed or [self.config.accuracy_seconds])
 
+    def accuracy_cost(self, measurer: Measurer, item: Evidence) -> float:
+        """The expected seconds of ``item``'s accuracy: one run's estimate times the runs the
+        measurer would make (the FP32 references with the first)."""
+        if item.accuracy is not None:
+            return 0.0
+        return self.accuracy_estimate() * max(1, accuracy_runs_due(measurer, item.candidate))
+
+    def answer_reserve(self, measurer: Measurer) -> tuple[Evidence | None, float]:
+        """The best active candidate by point, when its accuracy is not measured, and what
+        measuring it costs: kept back from the runs, so the answer carries its accuracy."""
+        config = self.config
+        sign = -1.0 if config.higher_is_better else 1.0
+        scored = [(sign * found.point, index, item) for index, item in enumerate(self.active())
+                  if (found := judging.figure(item, config.objective, config)) is not None]
+        if not scored:
+            return None, 0.0
+        best = min(scored, key=lambda entry: entry[:2])[2]
+        return best, self.accuracy_cost(measurer, best)
+
     def affordable(self, seconds: float) -> bool:
         return self.spent_s + seconds <= self.config.budget_s + 1e-9
 
@@ -298,14 +319,16 @@ def _run_round(race: _Race, measurer: Measurer, round_: int, on_progress: Progre
     _judge(race, round_)
     while (item := _next(race, round_)) is not None:
         if race.needs_accuracy(item):
-            if not race.affordable(race.accuracy_estimate() + race.run_estimate(item)):
-                return "budget"
+            if not race.affordable(race.accuracy_cost(measurer, item)
+                                   + race.run_estimate(item)):
+                return _last_accuracy(race, measurer, round_)
             _measure_accuracy(race, measurer, item)
             _judge(race, round_)
             if item.dropped:
                 continue
-        if not race.affordable(race.run_estimate(item)):
-            return "budget"
+        best, reserve = race.answer_reserve(measurer)
+        if not race.affordable(race.run_estimate(item) + reserve):
+            return _last_accuracy(race, measurer, round_)
         started = time.monotonic()
         run = measurer.run(item.candidate, race.config.run_seconds)
         item.runs.append(run)
@@ -322,6 +345,16 @@ def _run_round(race: _Race, measurer: Measurer, round_: int, on_progress: Progre
         if _settled(race):
             return "settled"
     return "done"
+
+
+def _last_accuracy(race: _Race, measurer: Measurer, round_: int) -> str:
+    """The budget holds no more runs: the best candidate's accuracy, if not measured and
+    still affordable (the answer shows it), then "budget"."""
+    best, reserve = race.answer_reserve(measurer)
+    if best is not None and best.accuracy is None and race.affordable(reserve):
+        _measure_accuracy(race, measurer, best)
+        _judge(race, round_)
+    return "budget"
 
 
 def _measure_accuracy(race: _Race, measurer: Measurer, item: Evidence) -> None:
@@ -362,32 +395,3 @@ def _settled(race: _Race) -> bool:
     alone, config = racing[0], race.config
     return (not race.staging.held(alone) and judging.decision_runs(alone, config.min_runs)[1]
             and judging.meets(alone, config))
-
-
-def full_sweep(candidates: Sequence[Candidate], measurer: Measurer, runs: int,
-               seconds: float) -> list[Evidence]:
-    """Every candidate measured ``runs`` times, interleaved, accuracy once per artifact: the
-    sweep the search is checked against."""
-    evidence = [Evidence(c) for c in candidates]
-    accuracy: dict[str, AccuracyResult] = {}
-    for _ in range(runs):
-        for item in evidence:
-            artifact = item.candidate.artifact
-            if artifact not in accuracy:
-                accuracy[artifact] = measurer.accuracy(item.candidate)
-            item.accuracy = accuracy[artifact]
-            item.runs.append(measurer.run(item.candidate, seconds))
-    return evidence
-
-
-def brute_force(evidence: Sequence[Evidence], config: SearchConfig) -> Outcome:
-    """The optimum of a full sweep (``full_sweep``, or planted true values as identical
-    exact runs: a zero-width interval) under the same limits and rules, nothing dropped:
-    what the search must find."""
-    fresh = [Evidence(item.candidate, list(item.runs), item.accuracy) for item in evidence]
-    outcome = judging.verdict(fresh, config, out_of_budget=False)
-    outcome.rounds = max((len(item.runs) for item in fresh), default=0)
-    outcome.spent_s = sum(run.seconds for item in fresh for run in item.runs)
-    outcome.spent_s += sum(acc.seconds for acc in {item.candidate.artifact: item.accuracy
-                                                   for item in fresh if item.accuracy}.values())
-    return outcome

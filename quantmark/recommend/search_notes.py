@@ -59,7 +59,8 @@ def assumptions(race: _Race, pools: judging.Pools) -> list[str]:
         why = ("dropped before it was due: at round 2 for the best by point until one meets "
                f"the limits, at round {config.min_runs} for every contender"
                if config.accuracy_round == 2 else
-               f"accuracy is measured for the contenders reaching round {config.min_runs} only")
+               f"accuracy is measured for the contenders reaching round {config.min_runs}, "
+               "and for the best by point when the budget ends the rounds first")
         notes.append(f"{len(unmeasured)} measured candidates have no accuracy result ({why}); "
                      "the Pareto figure leaves them out")
     return notes

@@ -159,3 +159,14 @@ def test_run_report_shows_the_recommendation(tmp_path: Path, capsys) -> None:
     assert "<h2>Recommendation: m, SingleStream" in (out / "report.html").read_text()
     assert (out / "figures" / "recommend-m-SingleStream.png").read_bytes() == \
         (record.source.parent / "pareto.png").read_bytes()
+
+
+def test_a_tie_within_one_sut_says_the_sut_is_decided(tmp_path: Path) -> None:
+    record = _written(tmp_path, "undecided")
+    assert not any("the SUT is decided" in line
+                   for line in recommend_section.answer_lines(record))  # two SUTs
+    for candidate in record.candidates:  # the same two as batch variants of one SUT
+        candidate["sut"] = "ov-int8"
+    lines = recommend_section.answer_lines(record)
+    assert lines[1] == ("All of them are ov-int8: the SUT is decided; its settings tried here "
+                        "made no difference these runs could measure")

@@ -124,6 +124,28 @@ def test_no_reference_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "\n" not in result.why
 
 
+def test_the_accuracy_runs_due_count_the_references_with_the_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the search prices before it asks: the first accuracy runs its own and every FP32
+    reference; later ones only their own; a known artifact none."""
+    def fake(root: Path, spec: Any, cell: Any) -> dict[str, Any]:
+        _record(root / cell.sut, accuracy={"top1": 90.0}, model={"size_bytes": 2 ** 20},
+                dataset={"builtin": False})
+        return {"status": "ok", "run_dir": cell.sut}
+
+    monkeypatch.setattr("quantmark.sweep.cell.run_cell", fake)
+    monkeypatch.setattr("quantmark.report.accuracy.paired_change", lambda *a, **k: None)
+    measurer = LoadGenMeasurer("Offline", MODEL, tmp_path, references=("ort-fp32", "ov-fp32"))
+    assert measurer.accuracy_runs_due(Candidate("ort-int8")) == 3
+    assert measurer.accuracy_runs_due(Candidate("ort-fp32")) == 2  # itself a reference
+    measurer.accuracy(Candidate("ort-int8"))
+    assert measurer.accuracy_runs_due(Candidate("ort-int8", 8)) == 0  # the same artifact
+    assert measurer.accuracy_runs_due(Candidate("ov-int8")) == 1
+    assert measurer.accuracy_runs_due(Candidate("ov-fp32")) == 0  # ran as a reference: its
+    # pairing reads that run, it does not run it again
+    assert measurer.accuracy_runs_due(Candidate("ov-int8", keep_float=("conv1",))) == 0
+
+
 def test_runs_never_overwrite_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
 

@@ -17,7 +17,8 @@ from quantmark.recommend.candidates import (
     Limits,
     Measurement,
 )
-from quantmark.recommend.search import SearchConfig, brute_force, search
+from quantmark.recommend.search import SearchConfig, search
+from quantmark.recommend.sweep_check import brute_force
 from tests.quantmark.recommend.standins import ScriptedMeasurer, accuracy_of, quiet
 
 A, B, C = Candidate("fp32-a"), Candidate("fp32-b"), Candidate("int8-a")
@@ -155,6 +156,19 @@ def test_a_point_beyond_the_limit_stops_racing_and_still_shows_what_the_limit_co
     assert outcome.recommended.candidate == A
     (cost,) = outcome.excluded
     assert cost.evidence.candidate == C and cost.margin == pytest.approx(0.2)
+
+
+def test_the_budget_keeps_back_the_leaders_accuracy_for_the_answer():
+    """No accuracy limit: accuracy is due at round min_runs, which this budget never reaches;
+    the search keeps back what the best candidate's accuracy costs and measures it last."""
+    script = measurer({A: [quiet(10), quiet(10.2)], B: [quiet(12), quiet(12.1)],
+                       C: [quiet(5), quiet(5.1)]})
+    config = latency_config(budget_s=75.0, accuracy_seconds=30.0)
+    outcome = search([A, B, C], script, config)
+    assert script.accuracy_calls == {"int8-a": 1}  # the best by point, only
+    best = {item.candidate: item for item in outcome.evidence}[C]
+    assert best.accuracy is not None and len(best.runs) < config.min_runs
+    assert outcome.spent_s <= config.budget_s
 
 
 def test_round_one_runs_in_the_space_order_later_rounds_best_point_first():

@@ -47,8 +47,9 @@ import pytest
 
 from quantmark.recommend import judging
 from quantmark.recommend.candidates import Candidate, Evidence, Limits
-from quantmark.recommend.search import SearchConfig, brute_force, full_sweep, search
+from quantmark.recommend.search import SearchConfig, search
 from quantmark.recommend.staging import NOT_MEASURED
+from quantmark.recommend.sweep_check import brute_force, full_sweep
 from tests.quantmark.recommend.standins import (
     PlantedAccuracy,
     PlantedSpeed,
