@@ -15,7 +15,9 @@ own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across 
   round ``SearchConfig.accuracy_round``: round 2 under an accuracy or size limit (a candidate
   dropped on speed after round 1 never costs one), and there only while no candidate better
   by point meets the limits (the best by point first, until one meets them: the leader
-  must); else, and for every contender, round ``min_runs`` (for the answer).
+  must); else, and for every contender, round ``min_runs`` (for the answer). The budget
+  keeps back the best candidate's accuracy (``_Race.answer_reserve``: priced by the runs the
+  measurer says are due, the FP32 references with the first), measured when no more runs fit.
 
 The search stops when one candidate meeting the limits is left, at ``max_rounds``, or when
 the next measurement would overrun the budget (each is checked against it, so the measured
