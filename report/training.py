@@ -8,15 +8,14 @@ computed here, in one place, for the train-bench summary and the characterizatio
 from __future__ import annotations
 
 import html
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
-from quantmark.ground.records import TrainBenchRecord, UnreadableRecord, load_record
+from quantmark.ground.records import TrainBenchRecord
+from quantmark.report.record_folders import hidden, read_records
 from quantmark.report.table_formats import csv_text, html_table, markdown_table, number
 
-log = logging.getLogger(__name__)
 # <framework>-<model>-b<batch>[-s<image size>]-<precision>.json
 FILE_NAME = re.compile(r"^(torch|tf)-.+-b\d+(-s\d+)?-(fp32|amp)\.json$")
 PRECISION_ORDER = ("fp32", "amp")
@@ -31,19 +30,9 @@ def file_name(framework: str, model: str, batch_size: int, image_size: int,
 def load(folders: list[str | Path]) -> list[TrainBenchRecord]:
     """Every train-bench record under ``folders`` (by its file name), FP32 before AMP within a
     configuration; one that cannot be read is left out, and the log says so."""
-    records = []
-    for root in map(Path, folders):
-        for path in sorted(root.rglob("*.json")):
-            relative = path.relative_to(root)
-            if not FILE_NAME.match(path.name) or any(p.startswith(".") for p in relative.parts):
-                continue
-            try:
-                record = load_record(path, TrainBenchRecord.KIND)
-            except UnreadableRecord as exc:
-                log.warning("left out: %s", exc)
-                continue
-            assert isinstance(record, TrainBenchRecord)
-            records.append(record)
+    paths = [path for root in map(Path, folders) for path in sorted(root.rglob("*.json"))
+             if FILE_NAME.match(path.name) and not hidden(path, root)]
+    records = read_records(paths, TrainBenchRecord)
     return sorted(records, key=lambda r: (*_group(r), PRECISION_ORDER.index(r.precision)
                                           if r.precision in PRECISION_ORDER else 9))
 

@@ -54,23 +54,28 @@ def lock_folder(config: pytest.Config) -> Path | None:
 
 
 @contextlib.contextmanager
+def _flock(folder: Path, name: str, mode: int) -> Iterator[int]:
+    """``flock(mode)`` on the file ``name`` in ``folder``, held until the block ends (the
+    descriptor's close releases it, also when the worker dies)."""
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, mode)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def machine_share(config: pytest.Config, alone: bool) -> Iterator[None]:
     """Holds the machine exclusively (``alone``) or shared for one test's protocol."""
     folder = lock_folder(config)
     if folder is None:
         yield
         return
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
-    gate = os.open(folder / "gate", flags, 0o644)
-    machine = os.open(folder / "machine", flags, 0o644)
-    try:
-        fcntl.flock(gate, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+    with _flock(folder, "gate", mode) as gate, _flock(folder, "machine", mode):
         fcntl.flock(gate, fcntl.LOCK_UN)
         yield
-    finally:
-        os.close(machine)
-        os.close(gate)
 
 
 @contextlib.contextmanager
@@ -80,12 +85,8 @@ def _held(config: pytest.Config, name: str) -> Iterator[None]:
     if folder is None:
         yield
         return
-    lock = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _flock(folder, f"{name}.lock", fcntl.LOCK_EX):
         yield
-    finally:
-        os.close(lock)
 
 
 def shared_folder(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
