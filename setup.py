@@ -56,10 +56,13 @@ DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7"]
 # Fleet sweeps (run.py sweep --cluster, run.py node): Ray's core, which has Linux x86-64 and
 # aarch64 wheels (a Raspberry Pi's 64-bit OS included).
 RAY = ["ray>=2.40"]
+# The results store on a shared PostgreSQL server (quantmark.store): psycopg 3 with its libpq
+STORE_PG = ["psycopg[binary]>=3.1"]
 # setuptools and wheel: the packaging test builds the wheel without downloading anything; Ray:
-# the fleet tests start a local cluster; pytest-xdist: the tests run in two workers
+# the fleet tests start a local cluster; pytest-xdist: the tests run in two workers; psycopg:
+# the store's tests run on a real PostgreSQL server too
 DEV = ["pytest>=8", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "ruff>=0.6", "import-linter>=2.1",
-       "setuptools>=64", "wheel>=0.40"] + RAY
+       "setuptools>=64", "wheel>=0.40"] + RAY + STORE_PG
 
 setup(
     name="quantmark",
@@ -81,6 +84,7 @@ setup(
         "pillow>=9",
         "tqdm>=4.60",
         "rich>=13",
+        "sqlalchemy>=2.0",
         # sweep files: YAML, and TOML on Python 3.10 (3.11 has tomllib)
         "pyyaml>=6",
         "tomli>=2; python_version < '3.11'",
@@ -101,6 +105,7 @@ setup(
         "torchao": TORCH_CUDA + ["torchao>=0.10"] + DATA,
         "data": DATA,
         "ray": RAY,
+        "store-pg": STORE_PG,
         "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
         "dev": DEV,
     },

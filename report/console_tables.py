@@ -9,6 +9,7 @@ The figures of many runs (the characterization and the percentile table) are in
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,13 @@ def make_console() -> Console:
     """The verbs' console: piped output (CI, files) gets a wide one instead of rich's
     80-column default."""
     return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def clock(seconds: float | None) -> str:
+    """Seconds as H:MM:SS for a progress line; "?" when not known."""
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
 def table(title: str, header: Iterable[str], rows: Iterable[Iterable[str]],

@@ -97,9 +97,15 @@ def verdict_lines(record: RecommendationRecord) -> list[str]:
                 f"{record.closest or 'none measured'}"]
     if record.verdict == "undecided":
         spent, budget = record.search.get("spent_s", 0) / 60, record.search.get("budget_s", 0) / 60
+        needs = any((record.limits or {}).get(limit) is not None
+                    for limit in ("max_accuracy_drop", "max_model_size_mb"))
+        unmeasured = [key for key in tied if needs and not found[key].get("accuracy")]
         head = [f"Cannot tell {' and '.join(tied) or 'the leaders'} apart within the budget "
                 f"({spent:.1f} of {budget:.1f} min): no pick by point estimate; a larger "
-                "--budget may decide"]
+                "--budget may decide"] if not unmeasured else [
+                f"The budget ({spent:.1f} of {budget:.1f} min) ended before the accuracy of "
+                f"{' and '.join(unmeasured)} was measured: whether they meet the limits is "
+                "unknown, so none is recommended; a larger --budget continues"]
     else:
         head = [f"Tied: {', '.join(tied)} cannot be told apart (their intervals overlap): "
                 "pick among them by other reasons"]

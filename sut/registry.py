@@ -29,10 +29,11 @@ from quantmark.ground.fingerprint import gpu_present
 from quantmark.ground.fingerprint import package_version as _dist_version
 from quantmark.sut.info import PRECISION_KEY_PATTERN, PRECISION_KEYS, FrameworkInfo, SutInfo
 
-__all__ = ["ENTRY_POINT_GROUP", "FP32_BASELINE", "FRAMEWORKS", "GPU_FP32_BASELINE", "SUTS",
-           "FrameworkInfo", "SutInfo", "availability", "check_options", "factory_module",
-           "find_sut", "fp32_baseline", "get_sut", "load_factory", "module_sut",
-           "needs_calibration", "require_available", "variant_order"]
+__all__ = ["ENTRY_POINT_GROUP", "FP32_BASELINE", "FRAMEWORKS", "GPU_FP32_BASELINE",
+           "KEEP_FLOAT_OPTION", "SUTS", "FrameworkInfo", "SutInfo", "availability",
+           "check_options", "factory_module", "find_sut", "fp32_baseline", "get_sut",
+           "keep_float_layers", "load_factory", "module_sut", "needs_calibration",
+           "require_available", "takes_keep_float", "variant_order"]
 
 log = logging.getLogger(__name__)
 
@@ -301,10 +302,51 @@ def require_available(name: str) -> SutInfo:
     return info
 
 
+#: ``--sut-option keep_float=LAYER[,LAYER...]``: a mixed-precision point, the SUT's INT8 model
+#: re-quantized with those layers kept in float by its framework's own exclusion (the
+#: ``rebuild`` of ``run.py diagnose --recover``); any SUT ``takes_keep_float`` reads it
+KEEP_FLOAT_OPTION = "keep_float"
+
+
+def takes_keep_float(info: SutInfo) -> bool:
+    """Whether ``info`` can run a mixed-precision point: a static INT8 SUT built by its
+    framework folder's ``backend`` module, whose folder has a ``diagnose`` module (each one's
+    ``rebuild`` re-quantizes those SUTs only: ort-trt-int8, built by ``gpu``, it refuses).
+    Found from the entry and the folder's files, without importing the framework."""
+    if info.precision_key != "int8" or not info.needs_calibration or info.factory is None:
+        return False
+    folder = info.package or __package__
+    return (factory_module(info) == f"{folder}.backend"
+            and importlib.util.find_spec(f"{folder}.diagnose") is not None)
+
+
+def keep_float_layers(options: dict[str, str]) -> tuple[str, ...]:
+    """The layers ``keep_float`` names (comma-separated, in order, each once); () without it.
+    An empty list is one line: the option says which layers, as ``run.py diagnose`` names
+    them."""
+    if KEEP_FLOAT_OPTION not in options:
+        return ()
+    layers = tuple(dict.fromkeys(name.strip() for name in str(options[KEEP_FLOAT_OPTION])
+                                 .split(",") if name.strip()))
+    if not layers:
+        raise UserError(f"--sut-option {KEEP_FLOAT_OPTION}= names no layer: give the layers "
+                        f"to keep in float, e.g. {KEEP_FLOAT_OPTION}=LAYER1,LAYER2 (names as "
+                        "run.py diagnose lists them)")
+    return layers
+
+
 def check_options(info: SutInfo, options: dict[str, str]) -> None:
-    """Every --sut-option must be one this SUT reads, with a value it accepts."""
+    """Every --sut-option must be one this SUT reads, with a value it accepts; ``keep_float``
+    one the SUT takes (``takes_keep_float``), naming layers (the build checks the names)."""
     accepted = dict(info.options)
     for key, value in options.items():
+        if key == KEEP_FLOAT_OPTION:
+            if not takes_keep_float(info):
+                takers = [other.name for other in SUTS.values() if takes_keep_float(other)]
+                raise UserError(f"--sut-option {key}={value}: {info.name} cannot keep layers "
+                                f"in float; the SUTs that can: {', '.join(takers) or 'none'}")
+            keep_float_layers(options)
+            continue
         if key not in accepted:
             known = ", ".join(accepted) or "none"
             raise UserError(f"--sut-option {key}={value}: {info.name} has no option {key!r} "

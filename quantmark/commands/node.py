@@ -8,10 +8,10 @@ import argparse
 from quantmark.sweep.fleet.ray_node import start
 
 NAME = "node"
-HELP = "start this machine as a Ray node for run.py sweep --cluster"
-DESCRIPTION = ("Start this machine as a Ray node for run.py sweep --cluster, with its "
-               "architecture, instruction sets, core, board and the SUTs it can run as "
-               "resources that --place rules select.")
+HELP = "start this machine as a Ray node for run.py sweep --cluster and recommend --cluster"
+DESCRIPTION = ("Start this machine as a Ray node for run.py sweep --cluster and recommend "
+               "--cluster, with its architecture, instruction sets, core, board and the SUTs "
+               "it can run as resources that --place rules select.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

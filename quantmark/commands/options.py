@@ -127,3 +127,10 @@ def key_values(items: list[str] | None) -> dict[str, str]:
                             "tflite_invoke=per-sample")
         pairs[key.strip()] = value.strip()
     return pairs
+
+
+def store(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--store URL``: which results store a verb reads or writes (``quantmark.store``)."""
+    from quantmark.store.store_settings import STORE_HELP
+
+    parser.add_argument("--store", metavar="URL", help=STORE_HELP)

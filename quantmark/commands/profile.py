@@ -25,6 +25,7 @@ from quantmark.models.zoo import DEFAULT_MODEL
 from quantmark.report import console_tables as tables
 from quantmark.report import profile_tables
 from quantmark.run.checks import check_output_writable, validate_inputs
+from quantmark.store.recording import record as record_in_store
 
 NAME = "profile"
 HELP = "why a SUT is not faster: per-layer time against another SUT, from each profiler"
@@ -92,6 +93,7 @@ def write(found: dict, config: object, started: float) -> Path:
         "machine": fingerprint.machine(),
         "times": {"started_at": started, "ended_at": time.time()}}, str(folder))
     write_record(folder / RESULTS, record)
+    record_in_store(folder / RESULTS)
     return folder
 
 

@@ -7,7 +7,10 @@ Written as ``<output>/<host>-recommend/<model>/recommend-<scenario>/``: ``eviden
 every measurement (Ctrl-C loses nothing finished; the same command resumes, another is refused
 in one line: ``recommend.journal``), the runs under ``runs/``, then the answer. Exit 0 with an
 answer (a winner, a tie or "cannot tell apart within the budget"), 1 when no candidate meets
-the limits (the search finished; the answer is that none fits), 2 for bad flags."""
+the limits (the search finished; the answer is that none fits), 2 for bad flags.
+
+With ``--cluster``, every node of a Ray cluster searches for itself, each its own answer in
+``<output>/<node>-recommend/...`` (``recommend.cluster``)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,13 @@ from quantmark.commands import options
 from quantmark.ground.errors import UserError
 from quantmark.ground.layout import system_id
 from quantmark.ground.locks import sole_writer
-from quantmark.recommend.candidates import OBJECTIVE_NAMES, OBJECTIVES, Candidate, Limits
+from quantmark.recommend.candidates import (
+    DEFAULT_RECOVER,
+    OBJECTIVE_NAMES,
+    OBJECTIVES,
+    Candidate,
+    Limits,
+)
 from quantmark.report import console_tables as tables
 from quantmark.run.checks import check_output_writable, validate_inputs
 
@@ -40,12 +49,13 @@ DEFAULT_BUDGET_MIN = 15.0
 #: each short run's LoadGen duration: on 2 cores a Lite0 SingleStream run of 5 s holds ~1800
 #: queries, and its start (framework, cached artifact, warm-up) adds ~3-5 s of wall time
 DEFAULT_RUN_SECONDS = 5.0
-#: one accuracy run's expected wall time until one was timed (the built-in 1536 crops: 10-120
-#: s on 2 cores; the FP32 references run with the first)
+#: one accuracy run's expected wall time until a run recorded the dataset's size and a rate
+#: (then ``search._Race.accuracy_run_estimate`` prices each SUT's; the built-in 1536 crops:
+#: 10-120 s on 2 cores, the FP32 references run with the first)
 ACCURACY_SECONDS_GUESS = 60.0
 LOCK = ".recommend.lock"
 #: flags that do not change what the search measures: a rerun may change them and resume
-NOT_SETTINGS = ("output", "budget")
+NOT_SETTINGS = ("output", "budget", "cluster")
 
 console = tables.make_console()
 
@@ -79,7 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--seconds", type=float, default=DEFAULT_RUN_SECONDS,
                         help=f"each short run's LoadGen duration (default "
                              f"{DEFAULT_RUN_SECONDS:g})")
+    search.add_argument("--recover", type=int, default=DEFAULT_RECOVER, metavar="K",
+                        help="where an INT8 SUT breaks --max-accuracy-drop, also race it with "
+                             "its worst 1, 2, 4 ... K layers (run.py diagnose's ranking) kept "
+                             f"in float (default {DEFAULT_RECOVER}; 0: never)")
     options.threads(search, default=None)
+    parser.add_argument("--cluster", metavar="auto|HOST:PORT|ray://HOST:PORT",
+                        help="search on every node of this Ray cluster, each node for itself "
+                             "(start them with run.py node): one answer per node, in "
+                             "<output>/<node>-recommend/")
     options.output(parser)
     options.model_and_dataset(parser)
     options.model_shape(parser)
@@ -131,9 +149,14 @@ def make_space(args: argparse.Namespace, model: str) -> list[Candidate]:
     against the registry): replaced by the tests' stand-in space."""
     from quantmark.recommend.space import space
 
-    return space(args.scenario, model, suts=args.suts, batch_sizes=args.batch_sizes,
-                 threads=None if args.threads is None else [args.threads],
-                 settings=args.settings)
+    return space(args.scenario, model, **space_settings(args))
+
+
+def space_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """How the flags narrow the space (``recommend.space.space``'s keywords)."""
+    return {"suts": args.suts, "batch_sizes": args.batch_sizes,
+            "threads": None if args.threads is None else [args.threads],
+            "settings": args.settings}
 
 
 def make_measurer(args: argparse.Namespace, model: str, folder: Path) -> Any:
@@ -141,16 +164,22 @@ def make_measurer(args: argparse.Namespace, model: str, folder: Path) -> Any:
     stand-in measurer."""
     from quantmark.recommend.measure import LoadGenMeasurer
 
+    return LoadGenMeasurer(args.scenario, model, folder, **measurer_settings(args))
+
+
+def measurer_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``LoadGenMeasurer``'s keywords from the flags: the model file, dataset and shape."""
     shape = options.shape_fields(args)
-    run_settings: dict[str, Any] = {"num_classes": shape["num_classes"],
+    run_settings: dict[str, Any] = {"model_path": args.model_path,
+                                    "dataset_path": args.dataset_path,
+                                    "num_classes": shape["num_classes"],
                                     "labels": shape["labels"],
                                     "calibration_list": args.calibration_list}
     if shape["preprocess"]:
         run_settings["preprocess"] = shape["preprocess"]
     if shape["input_size"]:
         run_settings["image_sizes"] = [shape["input_size"]]
-    return LoadGenMeasurer(args.scenario, model, folder, model_path=args.model_path,
-                           dataset_path=args.dataset_path, **run_settings)
+    return run_settings
 
 
 def reproduce(candidate: Candidate, args: argparse.Namespace, model: str,
@@ -168,9 +197,12 @@ def search_config(args: argparse.Namespace) -> Any:
     """The search's objective (the scenario's unless --objective), limits and budget."""
     from quantmark.recommend.search import SearchConfig
 
+    if args.recover < 0:
+        raise UserError(f"--recover {args.recover}: give 0 or more layers, e.g. 8")
     return SearchConfig.for_scenario(args.scenario, args.objective, limits=limits_of(args),
                                      budget_s=args.budget * 60, run_seconds=args.seconds,
-                                     accuracy_seconds=ACCURACY_SECONDS_GUESS)
+                                     accuracy_seconds=ACCURACY_SECONDS_GUESS,
+                                     recover=args.recover)
 
 
 @contextmanager
@@ -188,24 +220,18 @@ def progress(out: Any) -> Iterator[Callable[[int, int, float, float, str], None]
             def update(done: int, planned: int, spent_s: float, eta_s: float,
                        message: str) -> None:
                 bar.update(task, completed=done, total=max(planned, done),
-                           description=escape(message or "recommend"), spent=_clock(spent_s),
-                           eta=_clock(eta_s))
+                           description=escape(message or "recommend"), spent=tables.clock(spent_s),
+                           eta=tables.clock(eta_s))
 
             yield update
         return
 
     def line(done: int, planned: int, spent_s: float, eta_s: float, message: str) -> None:
-        out.print(f"[{done}/{planned}, spent {_clock(spent_s)}, ETA {_clock(eta_s)}] "
+        out.print(f"[{done}/{planned}, spent {tables.clock(spent_s)}, ETA {tables.clock(eta_s)}] "
                   f"{escape(message)}", soft_wrap=True)
         out.file.flush()
 
     yield line
-
-
-def _clock(seconds: float | None) -> str:
-    if seconds is None or seconds != seconds or seconds < 0:
-        return "?"
-    return time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -215,11 +241,13 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from quantmark.recommend import answer
-    from quantmark.recommend.journal import Journal, RecordingMeasurer
+    from quantmark.recommend.journal import Journal, RecordingMeasurer, resumable
     from quantmark.recommend.search import search
 
     model = check_args(args)
     config = search_config(args)
+    if args.cluster:
+        return on_cluster(args, model, config)
     folder = folder_of(args, model)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -230,8 +258,7 @@ def main(args: argparse.Namespace) -> int:
         if not candidates:
             raise UserError("no candidate can run here for these flags (see python run.py "
                             "--list-suts); widen --suts, --batch-sizes or --settings")
-        keys = {candidate.key for candidate in candidates}
-        resumed = [item for item in known if item.candidate.key in keys]
+        resumed = resumable(known, candidates)
         measurer = RecordingMeasurer(make_measurer(args, model, folder), journal, resumed)
         if resumed:
             console.print(f"resuming {escape(str(folder))}: {measurer.measured_runs} runs of "
@@ -258,3 +285,19 @@ def main(args: argparse.Namespace) -> int:
     console.print(f"written to {escape(str(folder))}: recommendation.json, evidence.json"
                   + (", pareto.png" if record.figure else ""), soft_wrap=True)
     return 1 if outcome.verdict == "infeasible" else 0
+
+
+def on_cluster(args: argparse.Namespace, model: str, config: Any) -> int:
+    """``--cluster``: every node of the Ray cluster searches for itself, with these flags
+    and this budget (``recommend.cluster``); the answers' commands are made here."""
+    import dataclasses
+
+    from quantmark.recommend.cluster import check_address, recommend_on_fleet
+    from quantmark.recommend.cluster_node import FleetJob
+
+    job = FleetJob(cluster=check_address(args.cluster), output=str(args.output), model=model,
+                   scenario=args.scenario, settings=settings_of(args),
+                   config=dataclasses.asdict(config), space=space_settings(args),
+                   measurer=measurer_settings(args))
+    return recommend_on_fleet(job, console, lambda candidate, run_dirs: reproduce(
+        candidate, args, model, run_dirs))

@@ -2,9 +2,11 @@
 several folders (merged) or any folder with ``--output``: the characterization report
 (Markdown, CSV, HTML with figures), as is a folder holding train-bench results. One plain
 results folder: its percentile table (CSV, Markdown). Diagnoses, profiles and recommendations
-under the folders: their tables.
+under the folders: their tables. ``run.py report --store [URL] --output DIR``: the results
+store's dashboard instead (``quantmark.store.dashboard``).
 
-The report's statistics (scipy) and figures (matplotlib) are imported when a report is made:
+The report's statistics (scipy), figures (matplotlib) and the store (SQLAlchemy) are imported
+when a report is made:
 the lean install, which has neither, must still start every other verb."""
 
 from __future__ import annotations
@@ -29,14 +31,43 @@ console = tables.make_console()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("folders", nargs="+", help="results or sweep folders; several merge")
+    parser.add_argument("folders", nargs="*", help="results or sweep folders; several merge")
     options.output(parser, default=None, help="where the characterization report goes "
-                                              "(default: the sweep folder, when there is one)")
+                                              "(default: the sweep folder, when there is one); "
+                                              "with --store, the dashboard's folder")
+    parser.add_argument("--store", nargs="?", const="", metavar="URL",
+                        help="instead of folders, the results store's dashboard: one "
+                             "self-contained HTML page (dashboard.html in --output) of every "
+                             "series' latest figure, trend and regress verdict (URL default: "
+                             "$QUANTMARK_STORE, else the SQLite file in the cache)")
 
 
 def main(args: argparse.Namespace) -> int:
-    report(args.folders, args.output)
+    if args.store is not None:
+        store_dashboard(args.store or None, args.folders, args.output)
+    elif not args.folders:
+        raise UserError("report: pass results or sweep folders, or --store [URL] --output DIR "
+                        "for the results store's dashboard")
+    else:
+        report(args.folders, args.output)
     return 0
+
+
+def store_dashboard(url: str | None, folders: list[str], output: str | None) -> None:
+    """Write the results store's dashboard into ``output`` (regressions first)."""
+    if folders:
+        raise UserError("report --store draws the results store, not folders: pass either "
+                        "folders or --store")
+    if output is None:
+        raise UserError("report --store: say where the dashboard goes with --output DIR")
+    check_output_writable(output)
+    # scipy, matplotlib and SQLAlchemy: see the module's docstring
+    from quantmark.store.dashboard import write_store_dashboard
+
+    written, verdicts = write_store_dashboard(url, output)
+    regressed = sum(v.outcome == "regressed" for v in verdicts)
+    console.print(f"dashboard of {len(verdicts)} series ({regressed} regressed) written to "
+                  f"{escape(str(written))}")
 
 
 def report(folders: list[str], output: str | None = None) -> None:

@@ -28,6 +28,7 @@ from quantmark.run.checks import check_output_writable, validate
 from quantmark.run.interference import describe
 from quantmark.run.launch import LaunchResult, launch_or_raise
 from quantmark.run.validity import invalid_text
+from quantmark.store.recording import record as record_in_store
 from quantmark.sut.registry import SUTS, availability
 
 NAME = "run"
@@ -142,6 +143,7 @@ def run_one(config: RunConfig) -> LaunchResult:
     """Validate, run one test in its own process, print its summary line."""
     validate(config)
     result = launch_or_raise(config)
+    record_in_store(result.run_dir)  # after the launcher added the run's interference
     print_run(result)
     return result
 

@@ -16,6 +16,7 @@ from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.layout import system_id
 from quantmark.ground.records import RESULTS, DiagnosisRecord, write_record
 from quantmark.report import diagnosis_section as tables
+from quantmark.store.recording import record as record_in_store
 from quantmark.sut.registry import get_sut
 
 
@@ -45,4 +46,5 @@ def write(found: dict[str, Any], config: Any, started: float) -> Path:
     figure = tables.draw(record, folder / "diagnosis.png")
     record.figure = figure.name if figure else None
     write_record(folder / RESULTS, record)
+    record_in_store(folder / RESULTS)
     return folder

@@ -28,6 +28,7 @@ from quantmark.recommend.pooling import Pool, pool, pooled_interval, quiet_runs
 from quantmark.report.current_set import read_results
 from quantmark.report.recommend_section import RECOMMENDATION, print_recommendations
 from quantmark.report.stats import CONFIDENCE, figure_interval
+from quantmark.store.recording import record as record_in_store
 
 FIGURE = "pareto.png"
 
@@ -164,6 +165,7 @@ def write(folder: Path, record: RecommendationRecord) -> RecommendationRecord:
         record.figure = FIGURE
     write_record(folder / RECOMMENDATION, record)
     record.source = folder / RECOMMENDATION
+    record_in_store(folder / RECOMMENDATION)
     return record
 
 

@@ -27,6 +27,13 @@ BASE_BATCH = {"SingleStream": 1, "MultiStream": 8, "Offline": 8, "Server": 8}
 OBJECTIVE_NAMES = ("latency_ms", "samples_per_s")
 
 
+#: ``--recover``'s default: mixed-precision points with 1, 2, 4 and 8 layers kept in float
+DEFAULT_RECOVER = 8
+#: SUT options that change the model a SUT runs (TensorRT's INT8 route builds another
+#: engine), so its accuracy and size; batch, threads and the other options never change them
+ARTIFACT_OPTIONS = ("trt_int8_route",)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One configuration the search may recommend."""
@@ -50,8 +57,12 @@ class Candidate:
 
     @property
     def artifact(self) -> str:
-        """What accuracy and model size depend on: the SUT and the model variant."""
-        return self.sut + (f" float={','.join(self.keep_float)}" if self.keep_float else "")
+        """What accuracy and model size depend on: the SUT, the options that change its
+        model (``ARTIFACT_OPTIONS``) and the layers kept in float."""
+        parts = [self.sut, *(f"{k}={v}" for k, v in self.settings if k in ARTIFACT_OPTIONS)]
+        if self.keep_float:
+            parts.append(f"float={','.join(self.keep_float)}")
+        return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: settings as a mapping, keep_float as a list."""
@@ -92,6 +103,16 @@ class Measurement:
     seconds: float = 0.0  # wall time the run took, for the budget
     run_dir: str = ""
     why: str = ""  # a failed run's one line
+    #: the dataset's evaluation count (an accuracy run's length; None: not recorded)
+    samples: int | None = None
+
+    @property
+    def rate(self) -> float:
+        """Samples per second: the run's own figure, else one sample per percentile latency
+        (a slow bound: SingleStream's rate); 0 when it measured neither."""
+        if self.samples_per_s:
+            return self.samples_per_s
+        return 1000.0 / self.latency_ms if self.latency_ms else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(asdict(self))
@@ -142,12 +163,12 @@ class Measurer(Protocol):
     def accuracy(self, candidate: Candidate) -> AccuracyResult: ...
 
 
-def accuracy_runs_due(measurer: object, candidate: Candidate) -> int:
-    """How many accuracy runs ``measurer.accuracy(candidate)`` would make now, where the
-    measurer says (``accuracy_runs_due``: the real one runs the FP32 references with its
-    first), else 1: what the search prices before it asks."""
-    due = getattr(measurer, "accuracy_runs_due", None)
-    return int(due(candidate)) if callable(due) else 1
+def accuracy_suts_due(measurer: object, candidate: Candidate) -> tuple[str, ...]:
+    """The SUTs whose accuracy runs ``measurer.accuracy(candidate)`` would make now, where the
+    measurer says (``accuracy_suts_due``: the real one runs the FP32 references with its
+    first), else the candidate's own: what the search prices before it asks."""
+    due = getattr(measurer, "accuracy_suts_due", None)
+    return tuple(due(candidate)) if callable(due) else (candidate.sut,)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from quantmark.recommend.candidates import (
     Evidence,
     Measurement,
     Measurer,
-    accuracy_runs_due,
+    accuracy_suts_due,
 )
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,13 @@ def plain(settings: dict[str, Any]) -> dict[str, Any]:
     """``settings`` as JSON gives them back (tuples become lists), so a comparison with the
     file's is of like with like."""
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
+
+
+def resumable(known: Sequence[Evidence], candidates: Sequence[Candidate]) -> list[Evidence]:
+    """The saved evidence a search of ``candidates`` resumes with: each candidate's, and the
+    mixed-precision points the search added itself (the space does not hold them)."""
+    keys = {candidate.key for candidate in candidates}
+    return [item for item in known if item.candidate.key in keys or item.candidate.keep_float]
 
 
 class Journal:
@@ -120,11 +128,11 @@ class RecordingMeasurer:
         self.journal.save(list(self.evidence.values()))
         return found
 
-    def accuracy_runs_due(self, candidate: Candidate) -> int:
-        """0 when its artifact's accuracy is known here, else what ``inner`` says."""
+    def accuracy_suts_due(self, candidate: Candidate) -> tuple[str, ...]:
+        """None when its artifact's accuracy is known here, else what ``inner`` says."""
         if self._artifact_accuracy(candidate) is not None:
-            return 0
-        return accuracy_runs_due(self.inner, candidate)
+            return ()
+        return accuracy_suts_due(self.inner, candidate)
 
     @property
     def measured_runs(self) -> int:

@@ -285,7 +285,10 @@ def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: b
                       higher_is_better=config.higher_is_better, limits=config.limits,
                       recommended=None, tied=[], excluded=[], evidence=list(evidence),
                       budget_s=config.budget_s)
-    if not pool:
+    unjudged = _unjudged(evidence, config, pools)
+    if not pool and out_of_budget and unjudged:  # none known to fit, none known not to
+        outcome.verdict, outcome.tied = "undecided", unjudged
+    elif not pool:
         outcome.binding, outcome.closest = binding(evidence, config), closest(evidence, config)
     else:
         best = figure(pool[0], config.objective, config, pools)
@@ -298,6 +301,19 @@ def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: b
     reference = outcome.recommended or (outcome.tied[0] if outcome.tied else None)
     outcome.excluded = excluded(evidence, config, reference)
     return outcome
+
+
+def _unjudged(evidence: Sequence[Evidence], config: SearchConfig, pools: Pools
+              ) -> list[Evidence]:
+    """Racing candidates with a figure whose accuracy (under an accuracy or size limit) the
+    budget never reached: whether they meet the limits is unknown. Best figure first."""
+    if config.accuracy_round != 2:
+        return []
+    found = [item for item in evidence if not item.dropped and item.accuracy is None
+             and figure(item, config.objective, config, pools) is not None]
+    sign = -1.0 if config.higher_is_better else 1.0
+    return sorted(found, key=lambda item: sign * figure(item, config.objective, config,
+                                                        pools).point)
 
 
 def _rival(item: Evidence, best: Interval, config: SearchConfig, pools: Pools) -> bool:

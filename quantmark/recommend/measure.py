@@ -23,6 +23,7 @@ from typing import Any
 
 from quantmark.ground.records import RunRecord
 from quantmark.recommend.candidates import AccuracyResult, Candidate, Measurement
+from quantmark.sut.registry import KEEP_FLOAT_OPTION
 from quantmark.sweep.plan import ACCURACY_BATCH, Cell, SweepSpec
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,9 @@ log = logging.getLogger(__name__)
 #: the latency percentile each scenario is judged by (Offline: one query, none)
 LATENCY_PERCENTILE = {"SingleStream": "90.00", "MultiStream": "99.00", "Server": "99.00"}
 #: SUT options that change the model the SUT runs, so its accuracy (an artifact's accuracy
-#: is otherwise its SUT's: batch, threads and the other options never change an answer)
-MODEL_OPTIONS = ("trt_int8_route",)
+#: is otherwise its SUT's: batch, threads and the other options never change an answer); a
+#: mixed-precision point's layers kept in float among them
+MODEL_OPTIONS = ("trt_int8_route", KEEP_FLOAT_OPTION)
 #: a failure's one line is cut to this many characters
 WHY_CHARS = 300
 MIB = 2 ** 20
@@ -95,8 +97,6 @@ class LoadGenMeasurer:
         from quantmark.sweep.cell import run_cell
 
         started = time.monotonic()
-        if candidate.keep_float:
-            return Measurement(None, None, False, False, why=KEEP_FLOAT_WHY)
         root = self.output / f"threads-{candidate.threads or 'auto'}"
         try:
             cell = next_cell(root, self._cell(candidate))
@@ -112,7 +112,7 @@ class LoadGenMeasurer:
 
     def _cell(self, candidate: Candidate, repeat: int = 1) -> Cell:
         return Cell(self.model, candidate.sut, self.scenario, candidate.batch_size, repeat,
-                    sut_options=candidate.settings, input_size=self.input_size)
+                    sut_options=sut_options(candidate), input_size=self.input_size)
 
     # ------------------------------------------------------------------ accuracy
     def accuracy(self, candidate: Candidate) -> AccuracyResult:
@@ -123,28 +123,26 @@ class LoadGenMeasurer:
         if key in self._accuracy:  # nothing spent this time
             return replace(self._accuracy[key], seconds=0.0)
         started = time.monotonic()
-        if candidate.keep_float:
-            result = failed_accuracy(KEEP_FLOAT_WHY, "")
-        else:
-            try:
-                result = self._paired(key)
-            except Exception as exc:  # noqa: BLE001 - a damaged log is this artifact's fault
-                log.warning("%s accuracy: %s", candidate.artifact, exc)
-                result = failed_accuracy(f"{type(exc).__name__}: {exc}", "")
+        try:
+            result = self._paired(key)
+        except Exception as exc:  # noqa: BLE001 - a damaged log is this artifact's fault
+            log.warning("%s accuracy: %s", candidate.artifact, exc)
+            result = failed_accuracy(f"{type(exc).__name__}: {exc}", "")
         result = replace(result, seconds=time.monotonic() - started)
         self._accuracy[key] = result
         return result
 
-    def accuracy_runs_due(self, candidate: Candidate) -> int:
-        """The accuracy runs ``accuracy(candidate)`` would make now: its own, and the FP32
-        references' not run yet while the reference is not chosen (the first call)."""
+    def accuracy_suts_due(self, candidate: Candidate) -> tuple[str, ...]:
+        """The SUTs whose accuracy runs ``accuracy(candidate)`` would make now: its own, and
+        the FP32 references' not run yet while the reference is not chosen (the first call)."""
         key = accuracy_key(candidate)
-        if key in self._accuracy or candidate.keep_float:
-            return 0
-        due = {key} - set(self._runs)
+        if key in self._accuracy:
+            return ()
+        due = [key] if key not in self._runs else []
         if self._reference is None:
-            due |= {(name, ()) for name in self.reference_suts()} - set(self._runs)
-        return len(due)
+            due += [(name, ()) for name in self.reference_suts()
+                    if (name, ()) not in self._runs and (name, ()) != key]
+        return tuple(name for name, _ in due)
 
     def _paired(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> AccuracyResult:
         from quantmark.report.accuracy import paired_change
@@ -214,14 +212,17 @@ class LoadGenMeasurer:
                            dataset_path=self.template.dataset_path)
 
 
-KEEP_FLOAT_WHY = ("a mixed-precision point (layers kept in float) cannot be run by run.py "
-                  "yet; run.py diagnose --recover measures it")
+def sut_options(candidate: Candidate) -> tuple[tuple[str, str], ...]:
+    """The candidate's ``--sut-option`` pairs, sorted by key: its settings and, for a
+    mixed-precision point, the layers it keeps in float (``keep_float``: run.py builds it)."""
+    kept = ((KEEP_FLOAT_OPTION, ",".join(candidate.keep_float)),) if candidate.keep_float else ()
+    return tuple(sorted((*candidate.settings, *kept)))
 
 
 def accuracy_key(candidate: Candidate) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """What an accuracy run depends on: the artifact and the options that change the model."""
-    return (candidate.artifact,
-            tuple((key, value) for key, value in candidate.settings if key in MODEL_OPTIONS))
+    """What an accuracy run depends on: the SUT and the options that change its model."""
+    return (candidate.sut,
+            tuple((key, value) for key, value in sut_options(candidate) if key in MODEL_OPTIONS))
 
 
 def failed_accuracy(why: str, reference: str, size_mb: float | None = None) -> AccuracyResult:
@@ -265,10 +266,12 @@ def measurement_of(entry: dict[str, Any], root: Path, scenario: str,
     left_out = left_out_why(record)
     if left_out:
         log.info("%s: left out of figures: %s", run_dir, left_out)
+    count = (record.dataset or {}).get("evaluation_count")
     return Measurement(latency_ms=None if latency_ns is None else float(latency_ns) / 1e6,
                        samples_per_s=None if rate is None else float(rate),
                        valid=left_out is None, disturbed=bool(entry.get("disturbed")),
-                       memory_mb=memory, seconds=seconds, run_dir=str(run_dir))
+                       memory_mb=memory, seconds=seconds, run_dir=str(run_dir),
+                       samples=int(count) if count else None)
 
 
 def accuracy_of(entry: dict[str, Any], root: Path) -> AccuracyRun:
@@ -307,6 +310,6 @@ def run_command(candidate: Candidate, scenario: str, model: str, *,
     args += ["--batch-size", str(candidate.batch_size)]
     if candidate.threads:
         args += ["--threads", str(candidate.threads)]
-    for key, value in candidate.settings:
+    for key, value in sut_options(candidate):
         args += ["--sut-option", f"{key}={value}"]
     return shlex.join([*args, *extra])

@@ -17,7 +17,8 @@ own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across 
   by point meets the limits (the best by point first, until one meets them: the leader
   must); else, and for every contender, round ``min_runs`` (for the answer). The budget
   keeps back the best candidate's accuracy (``_Race.answer_reserve``: priced by the runs the
-  measurer says are due, the FP32 references with the first), measured when no more runs fit.
+  measurer says are due, the FP32 references with the first, each at its SUT's measured rate
+  over the dataset), measured when no more runs fit.
 
 The search stops when one candidate meeting the limits is left, at ``max_rounds``, or when
 the next measurement would overrun the budget (each is checked against it, so the measured
@@ -36,9 +37,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from quantmark.ground.errors import UserError
-from quantmark.recommend import judging, search_notes
+from quantmark.recommend import judging, mixed_points, search_notes
 from quantmark.recommend.candidates import (
     BASE_BATCH,
+    DEFAULT_RECOVER,
     OBJECTIVE_NAMES,
     OBJECTIVES,
     AccuracyResult,
@@ -47,7 +49,7 @@ from quantmark.recommend.candidates import (
     Limits,
     Measurer,
     Outcome,
-    accuracy_runs_due,
+    accuracy_suts_due,
 )
 from quantmark.recommend.staging import Staging
 
@@ -68,18 +70,17 @@ class SearchConfig:
     limits: Limits = field(default_factory=Limits)
     budget_s: float = 900.0  # measured seconds of runs and accuracy runs, all together
     run_seconds: float = 10.0  # each run's LoadGen duration (``--seconds``)
-    #: a run's wall time beyond its duration (start, load, warm-up, writing): a run is
-    #: expected to take ``run_seconds + start_s`` (15 s) until one was timed
-    start_s: float = 5.0
+    start_s: float = 5.0  # a run's wall time beyond its duration, until one was timed
     min_runs: int = 3  # VALID undisturbed runs before a candidate may be dropped on its figures
     max_rounds: int = 30  # the budget usually ends a search first
     confidence: float = 0.95  # of every interval the search judges
-    accuracy_seconds: float = 0.0  # one accuracy run's expected time, until one was timed
+    accuracy_seconds: float = 0.0  # one accuracy run's expected time, until a rate is known
     #: how much batch, threads and options may move one SUT's speed (a factor): a SUT's
     #: other settings are measured only while its base, so widened, reaches the leader
     settings_spread: float = 2.0
     #: each SUT's base batch (``staging``); None: the SUT's first batch in the space
     base_batch: int | None = None
+    recover: int = DEFAULT_RECOVER  # --recover K: 1, 2, 4 ... K layers kept in float
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVE_NAMES:
@@ -133,16 +134,16 @@ class _Race:
     @classmethod
     def start(cls, candidates: Sequence[Candidate], config: SearchConfig,
               resume: Sequence[Evidence] | None) -> _Race:
-        """Fresh evidence for each candidate, or the resumed one's (matched by key)."""
+        """Each candidate's resumed evidence (by key) or fresh, and the resumed mixed points."""
         if not candidates:
-            raise UserError("no candidate to search: the space is empty; widen --suts, "
-                            "--batch-sizes or --settings")
+            raise UserError("no candidate to search: widen --suts, --batch-sizes or --settings")
         keys = [c.key for c in candidates]
         if len(set(keys)) != len(keys):
             raise UserError("the same candidate appears twice in the space: "
                             + next(k for k in keys if keys.count(k) > 1))
         saved = {item.candidate.key: item for item in resume or ()}
         evidence = [saved.get(c.key) or Evidence(c) for c in candidates]
+        evidence += [e for k, e in saved.items() if e.candidate.keep_float and k not in keys]
         race = cls(evidence, config, Staging(evidence, config))
         race.spent_s = sum(run.seconds for item in evidence for run in item.runs)
         race.spent_s += sum(acc.seconds for acc in race.accuracies().values())
@@ -201,16 +202,26 @@ class _Race:
         every = [run.seconds for other in self.evidence for run in other.runs if run.seconds > 0]
         return max(own or every or [self.config.run_seconds + self.config.start_s])
 
-    def accuracy_estimate(self) -> float:
-        timed = [acc.seconds for acc in self.accuracies().values() if acc.seconds > 0]
-        return max(timed or [self.config.accuracy_seconds])
-
     def accuracy_cost(self, measurer: Measurer, item: Evidence) -> float:
-        """The expected seconds of ``item``'s accuracy: one run's estimate times the runs the
-        measurer would make (the FP32 references with the first)."""
+        """The expected seconds of ``item``'s accuracy: one run of each SUT the measurer says
+        is due (the FP32 references with the first), each ``accuracy_run_estimate``."""
         if item.accuracy is not None:
             return 0.0
-        return self.accuracy_estimate() * max(1, accuracy_runs_due(measurer, item.candidate))
+        return sum(self.accuracy_run_estimate(sut)
+                   for sut in accuracy_suts_due(measurer, item.candidate))
+
+    def accuracy_run_estimate(self, sut: str) -> float:
+        """One accuracy run of ``sut``: the dataset (its size, as the runs recorded it) at
+        the slowest rate ``sut``'s runs measured, plus their longest start; the configured
+        guess for a SUT not measured (another SUT's slow outlier says nothing of it)."""
+        config = self.config
+        own = [run for item in self.evidence if item.candidate.sut == sut
+               for run in item.runs if run.rate and run.samples]
+        if not own:
+            return config.accuracy_seconds
+        samples = max(run.samples or 0 for run in own)
+        start = max(run.seconds - config.run_seconds for run in own)
+        return samples / min(run.rate for run in own) + max(start, config.start_s)
 
     def answer_reserve(self, measurer: Measurer) -> tuple[Evidence | None, float]:
         """The best active candidate by point, when its accuracy is not measured, and what
@@ -267,7 +278,7 @@ def _check_budget(race: _Race) -> None:
     bases = race.active()
     accuracies = min(3, len(bases)) if race.config.accuracy_round == 2 else 0
     need = sum(race.run_estimate(item) for item in bases)
-    need += accuracies * race.accuracy_estimate()
+    need += accuracies * race.config.accuracy_seconds  # nothing measured: the guess
     if not race.affordable(need):
         extra = f" and the accuracy of the fastest {accuracies}" if accuracies else ""
         raise UserError(
@@ -294,20 +305,26 @@ def _judge(race: _Race, round_: int) -> None:
 
 
 def _next(race: _Race, round_: int) -> Evidence | None:
-    """The next candidate to measure in ``round_``: of those active with fewer than
-    ``round_`` runs, the first in the space's order in round 1, the best point estimate
-    after (the unmeasured last, in the space's order)."""
+    """The next to measure in ``round_`` (of the active with fewer runs): in round 1 the
+    bases first, in the space's order; then the best point first, an unmeasured variant at
+    its base's point (the leading SUT's settings before second runs of slower ones)."""
     todo = [(index, item) for index, item in enumerate(race.evidence)
             if len(item.runs) < round_ and not item.dropped and not race.staging.held(item)]
     if not todo:
         return None
-    if round_ == 1:
-        return todo[0][1]
-    config = race.config
+    config, staging = race.config, race.staging
+    bases = [pair for pair in todo if staging.is_base(pair[1])]
+    if round_ == 1 and bases:
+        return bases[0][1]
     sign = -1.0 if config.higher_is_better else 1.0
+    by_key = {item.candidate.key: item for item in race.evidence}
 
     def order(pair: tuple[int, Evidence]) -> tuple[bool, float, int]:
-        found = judging.figure(pair[1], config.objective, config)
+        item = pair[1]
+        found = judging.figure(item, config.objective, config)
+        if found is None:
+            found = judging.figure(by_key[staging.base[item.candidate.sut].key],
+                                   config.objective, config)
         return found is None, sign * found.point if found else 0.0, pair[0]
 
     return min(todo, key=order)[1]
@@ -367,6 +384,9 @@ def _measure_accuracy(race: _Race, measurer: Measurer, item: Evidence) -> None:
     race.spent_s += result.seconds
     item.accuracy = result
     race.share_accuracy()
+    added, seconds = mixed_points.mixed_points(race.evidence, measurer, race.config, race.spent_s)
+    race.spent_s += seconds  # the diagnosis ranking the layers is the budget's
+    race.evidence += [Evidence(candidate) for candidate in added]
 
 
 def _report(race: _Race, on_progress: Progress, round_: int, item: Evidence) -> None:

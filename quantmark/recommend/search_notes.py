@@ -4,6 +4,7 @@ INVALID and disturbed runs. Kept apart from ``search`` (the race) for its size o
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from quantmark.recommend import judging
@@ -22,6 +23,13 @@ def notes(race: _Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
              + (f"the budget ({config.budget_s:.0f} s) would not cover the next runs; "
                 f"{race.spent_s:.0f} s spent" if out_of_budget
                 else f"{race.spent_s:.0f} s of {config.budget_s:.0f} s spent")]
+    unreached = [item for item in race.racing() if not item.runs]
+    if unreached:
+        by_sut = Counter(item.candidate.sut for item in unreached)
+        notes.append(f"{len(unreached)} candidates still racing were never measured ("
+                     + ", ".join(f"{sut}: {count}" for sut, count in by_sut.items())
+                     + "): the answer is among those measured; a larger --budget continues "
+                       "with them")
     pools = judging.pools_of(race.evidence, config)
     for item in ([outcome.recommended] if outcome.recommended else outcome.tied):
         notes += judging.uncertain_limits(item, config, pools)

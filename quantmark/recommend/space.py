@@ -17,9 +17,12 @@ The default space is kept small enough for a 15-minute budget on a 2-core machin
   without SMT and without a CPU mask they are the same run twice.
 * **SUT options**: every value of each option the SUT declares, where it can change the run
   (``OPTION_MATTERS``: LiteRT's invoke mode only batches above 1, its input quantization only
-  on the full-integer model, OpenVINO's API not in SingleStream, which runs inline), except
-  values kept for comparison with older results (``DEFAULT_LEFT_OUT``) unless ``--settings``
-  names them.
+  on the full-integer model, OpenVINO's API and streams not in SingleStream, which runs
+  inline), except values kept for comparison with older results (``DEFAULT_LEFT_OUT``) and
+  values too big for this machine (``DEFAULT_FITS``: OpenVINO's streams up to the usable
+  CPUs) unless ``--settings`` names them. OpenVINO's streams are its workers and infer
+  requests: the plugin makes one request per stream (``ov_streams``, with ``auto`` the
+  hint's choice first).
 
 On the 2-core machine (no SMT, 20 CPU SUTs available, 2 of them compile SUTs) the default
 space is 18 candidates for SingleStream, 48 for MultiStream and 74 for Offline or Server.
@@ -61,7 +64,13 @@ OPTION_MATTERS: dict[str, Callable[[SutInfo, str, int], bool]] = {
     "tflite_quantize": lambda info, scenario, batch: info.precision_key == "int8",
     # SingleStream predicts inline on LoadGen's thread whichever API is asked for
     "ov_api": lambda info, scenario, batch: scenario != "SingleStream",
+    # ... one request at a time: a second stream would idle
+    "ov_streams": lambda info, scenario, batch: scenario != "SingleStream",
 }
+#: option -> whether a value belongs in the default space on this machine (``--settings``
+#: may name any): more OpenVINO streams than usable CPUs only split the cores finer
+DEFAULT_FITS: dict[str, Callable[[str], bool]] = {
+    "ov_streams": lambda value: value == "auto" or int(value) <= cpu_counts()[0]}
 GROUPS = ("cpu", "gpu", "all")
 SETTINGS_EXAMPLE = "e.g. --settings ov_api=sync,async"
 
@@ -240,15 +249,17 @@ def check_settings(options: Mapping[str, list[str]], infos: list[SutInfo]) -> No
 def option_variants(info: SutInfo, scenario: str, batch: int,
                     options: Mapping[str, list[str]]) -> list[tuple[tuple[str, str], ...]]:
     """Every combination of the values of the SUT's options that can change this run (those
-    given in ``options``, else the registry's, less ``DEFAULT_LEFT_OUT``), sorted by key;
+    given in ``options``, else the registry's, less ``DEFAULT_LEFT_OUT`` and the values
+    ``DEFAULT_FITS`` says do not fit this machine), sorted by key;
     ``[()]`` when none can."""
     keys, choices = [], []
     for key, accepted in sorted(info.options):
         matters = OPTION_MATTERS.get(key)
         if matters is not None and not matters(info, scenario, batch):
             continue
+        fits = DEFAULT_FITS.get(key, lambda value: True)
         values = options.get(key) or [value for value in accepted
-                                      if (key, value) not in DEFAULT_LEFT_OUT]
+                                      if (key, value) not in DEFAULT_LEFT_OUT and fits(value)]
         keys.append(key)
         choices.append(values)
     return [tuple(zip(keys, combination, strict=True))

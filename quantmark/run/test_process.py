@@ -75,7 +75,16 @@ class Ran:
 def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Backend,
                                           dict[str, float]]:
     """The model, the SUT's registry entry, the dataset, the calibration set and the loaded
-    backend (its artifact prepared or taken from the cache), with what that took."""
+    backend (its artifact prepared or taken from the cache), with what that took.
+
+    A ``keep_float`` option (a mixed-precision point) builds the backend through its
+    framework's ``rebuild`` with those layers excluded, as ``run.py diagnose --recover``
+    does: the framework's own exclusion, its artifact cached under its own key."""
+    import importlib
+
+    from quantmark.sut.layers import Recipe
+    from quantmark.sut.registry import keep_float_layers
+
     spec = resolve_spec(config)
     info = require_available(config.sut)
     dataset = open_run_dataset(config, spec)
@@ -83,9 +92,14 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
                          model_path=config.model_path, extra=dict(config.sut_options))
+    kept = keep_float_layers(config.sut_options)  # the registry admitted only its takers
     times: dict[str, float] = {}
     start = time.perf_counter()
-    backend = load_factory(info)(info.name, options, spec, calibration)
+    if kept:
+        rebuild = importlib.import_module(f"{info.package}.diagnose").rebuild
+        backend = rebuild(info.name, options, spec, calibration, Recipe(exclude=kept))
+    else:
+        backend = load_factory(info)(info.name, options, spec, calibration)
     times["prepare_s"] = time.perf_counter() - start
     start = time.perf_counter()
     backend.load()

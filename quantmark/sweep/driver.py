@@ -32,6 +32,7 @@ from rich.progress import (
 from quantmark.ground.errors import UserError
 from quantmark.ground.locks import sole_writer
 from quantmark.ground.records import SWEEP_MANIFEST, SweepManifest, load_manifest, write_record
+from quantmark.store.recording import record as record_in_store
 from quantmark.sweep.cell import cell_availability, run_cell
 from quantmark.sweep.plan import Cell, SweepSpec, cells
 
@@ -78,6 +79,8 @@ def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
             that will run again (a node lost mid-cell)."""
             entries[cell.id] = {**entry, "finished_at": time.time()}
             write_record(root / MANIFEST, manifest)
+            if final and entry.get("run_dir"):
+                record_in_store(root / entry["run_dir"])
             if final:
                 advance(cell.id, _line(cell.id, entry))
             else:

@@ -10,6 +10,7 @@ runs, as a single run's ``--sut-option`` is.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,6 +20,8 @@ from quantmark.ground.errors import UserError
 #: a cell's options: (key, value) pairs sorted by key (hashable, so a Cell stays frozen)
 Options = tuple[tuple[str, str], ...]
 EXAMPLE = "e.g. ov_api=sync,async"
+#: the longest option value a folder name holds as written
+PART_CHARS = 40
 
 
 def as_options(pairs: Mapping[str, str] | Iterable[Iterable[str]] | None) -> Options:
@@ -28,8 +31,16 @@ def as_options(pairs: Mapping[str, str] | Iterable[Iterable[str]] | None) -> Opt
 
 
 def folder_suffix(options: Options) -> str:
-    """What a variant adds to its SUT in the cell's id and folder: ``+ov_api=async``."""
-    return "".join(f"+{key}={value}" for key, value in options)
+    """What a variant adds to its SUT in the cell's id and folder: ``+ov_api=async``; a
+    value that cannot be part of one folder name (``keep_float``'s layer names: OpenVINO's
+    hold "/", eight of them run long) is its short hash."""
+    return "".join(f"+{key}={_folder_part(value)}" for key, value in options)
+
+
+def _folder_part(value: str) -> str:
+    if "/" in value or "\\" in value or value.startswith(".") or len(value) > PART_CHARS:
+        return "h" + hashlib.sha256(value.encode()).hexdigest()[:12]
+    return value
 
 
 def parse_flags(items: list[str]) -> dict[str, list[str]]:
@@ -74,12 +85,17 @@ def check(options: Mapping[str, list[str]], suts: list[str], ensembles: bool) ->
     every value accepted by each SUT that reads it; else one line naming the key, the SUTs
     and the values they take."""
     from quantmark.sut.ensemble.members import MEMBER_TIMEOUT_OPTION
-    from quantmark.sut.registry import SUTS
+    from quantmark.sut.registry import KEEP_FLOAT_OPTION, SUTS, takes_keep_float
 
     declared = {name: dict(SUTS[name].options) for name in suts}
     for key, values in options.items():
         if key == MEMBER_TIMEOUT_OPTION and ensembles:
             _check_seconds(key, values)
+            continue
+        if key == KEEP_FLOAT_OPTION:  # layer names: any value, for the SUTs that take it
+            if not any(takes_keep_float(SUTS[name]) for name in suts):
+                raise UserError(f"sut option {key}: no SUT of the sweep ({', '.join(suts)}) "
+                                "can keep layers in float")
             continue
         readers = {name: own[key] for name, own in declared.items() if key in own}
         if not readers:
@@ -121,11 +137,13 @@ def variants(options: Mapping[str, list[str]], readers: list[str],
     ensemble's members; ``ensemble``: the ensemble's own option too); ``[()]`` when they read
     none of them: the cell runs once, as without options."""
     from quantmark.sut.ensemble.members import MEMBER_TIMEOUT_OPTION
-    from quantmark.sut.registry import SUTS
+    from quantmark.sut.registry import KEEP_FLOAT_OPTION, SUTS, takes_keep_float
 
     declared = {key for name in readers for key, _ in SUTS[name].options}
     if ensemble:
         declared.add(MEMBER_TIMEOUT_OPTION)
+    elif any(takes_keep_float(SUTS[name]) for name in readers):
+        declared.add(KEEP_FLOAT_OPTION)
     keys = sorted(key for key in options if key in declared)
     return [tuple(zip(keys, combination, strict=True))
             for combination in itertools.product(*(options[key] for key in keys))]

@@ -116,6 +116,11 @@ def rebuild(name: str, options: SutOptions, spec: Any, calibration: Any,
     if fp32.precision == "int8":
         raise UserError(f"--model-path {options.model_path} is already quantized: diagnose can "
                         "re-quantize only a model it quantizes itself (pass the FP32 model)")
+    unknown = sorted(set(recipe.exclude)
+                     - {node.name for node in onnx.load(str(fp32.path)).graph.node})
+    if unknown:  # quantize_static ignores a nodes_to_exclude name no node has
+        raise UserError(f"{name}: no layer {', '.join(unknown)} to keep in FP32; name layers "
+                        "as run.py diagnose lists them (its layers.csv)")
     layout = (fp32.meta or {}).get("layout", "NCHW")
     artifact = quantize.quantize_static_int8(fp32, calibration.arrays(layout),
                                              calibration.hash(), recipe)

@@ -25,7 +25,7 @@ import numpy as np
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
-from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS
+from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS, OV_STREAMS, OV_STREAMS_OPTION
 from quantmark.sut.registry import find_sut, module_sut
 
 log = logging.getLogger(__name__)
@@ -108,10 +108,14 @@ class OpenVinoBackend(Backend):
 
     def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
                  artifact: Any, api: str = "sync", co_located: bool = False,
-                 sut: SutInfo | None = None) -> None:
+                 sut: SutInfo | None = None, streams: str = "auto") -> None:
         if api not in OV_APIS:
             raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
+        if streams not in OV_STREAMS:
+            raise UserError(f"{OV_STREAMS_OPTION}={streams!r}: choose one of "
+                            f"{', '.join(OV_STREAMS)}")
         self.api = api
+        self.streams = streams  # "auto": the performance hint's
         #: SingleStream only ever sends one sample: compile for batch 1, as benchmark_app does;
         #: other scenarios send varying batches (a partial last batch, Server's top-ups)
         self.static_batch = 1 if scenario == "SingleStream" else 0
@@ -162,6 +166,8 @@ class OpenVinoBackend(Backend):
         config: dict[Any, Any] = {hints.performance_mode: mode, hints.inference_precision: element}
         if self.threads:
             config[props.inference_num_threads] = self.threads
+        if self.streams != "auto":
+            config[props.num_streams] = ov.properties.streams.Num(int(self.streams))
         return config
 
     def prepared_model(self, core: Any, static_batch: int | None) -> Any:
@@ -328,7 +334,8 @@ class OpenVinoBackend(Backend):
             "vendor_command": benchmark_app_command(self.model_path,
                                                     "SingleStream" if self.latency_hint
                                                     else scenario, batch_size,
-                                                    compiled, explicit=bool(self.threads)),
+                                                    compiled, explicit=bool(self.threads)
+                                                    or self.streams != "auto"),
         }
 
     def close(self) -> None:
@@ -382,4 +389,5 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
         artifact = ov_int8_ir(artifact, calibration.arrays(layout), calibration.hash())
     return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
                            artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
-                           co_located=options.co_located, sut=sut)
+                           co_located=options.co_located, sut=sut,
+                           streams=str(options.extra.get(OV_STREAMS_OPTION, "auto")))

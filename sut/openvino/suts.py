@@ -13,11 +13,16 @@ _OV = ("openvino", "nncf")
 # OpenVINO's AsyncInferQueue fed by one thread (its optimal number of requests in flight)
 OV_API_OPTION = "ov_api"
 OV_APIS = ("sync", "async")
+# the CPU plugin's streams (NUM_STREAMS; each runs one infer request at a time, and OpenVINO's
+# optimal number of requests follows them): "auto" leaves them to the performance hint
+OV_STREAMS_OPTION = "ov_streams"
+OV_STREAMS = ("auto", "1", "2", "4", "8")
 
 
 def _cpu(name: str, precision: str, key: str) -> SutInfo:
     return SutInfo(name, "openvino", precision, "cpu", "openvino", _OV, ".backend:create",
-                   options=((OV_API_OPTION, OV_APIS),), precision_key=key)
+                   options=((OV_API_OPTION, OV_APIS), (OV_STREAMS_OPTION, OV_STREAMS)),
+                   precision_key=key)
 
 
 FRAMEWORK = FrameworkInfo(

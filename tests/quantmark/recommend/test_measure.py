@@ -106,7 +106,7 @@ def test_a_fault_is_that_candidates_why_never_an_exception(
     assert again.why == result.why and again.seconds == 0.0
     assert calls == ["ort-int8", "ort-int8"]
     mixed = measurer.run(Candidate("ort-int8", keep_float=("conv1",)), 1.0)
-    assert "mixed-precision" in mixed.why and calls == ["ort-int8", "ort-int8"]
+    assert mixed.why == "OSError: disk on fire" and calls == ["ort-int8"] * 3
 
 
 def test_no_reference_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,7 +124,7 @@ def test_no_reference_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "\n" not in result.why
 
 
-def test_the_accuracy_runs_due_count_the_references_with_the_first(
+def test_the_accuracy_suts_due_name_the_references_with_the_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the search prices before it asks: the first accuracy runs its own and every FP32
     reference; later ones only their own; a known artifact none."""
@@ -136,14 +136,15 @@ def test_the_accuracy_runs_due_count_the_references_with_the_first(
     monkeypatch.setattr("quantmark.sweep.cell.run_cell", fake)
     monkeypatch.setattr("quantmark.report.accuracy.paired_change", lambda *a, **k: None)
     measurer = LoadGenMeasurer("Offline", MODEL, tmp_path, references=("ort-fp32", "ov-fp32"))
-    assert measurer.accuracy_runs_due(Candidate("ort-int8")) == 3
-    assert measurer.accuracy_runs_due(Candidate("ort-fp32")) == 2  # itself a reference
+    due = measurer.accuracy_suts_due
+    assert due(Candidate("ort-int8")) == ("ort-int8", "ort-fp32", "ov-fp32")
+    assert due(Candidate("ort-fp32")) == ("ort-fp32", "ov-fp32")  # itself a reference
     measurer.accuracy(Candidate("ort-int8"))
-    assert measurer.accuracy_runs_due(Candidate("ort-int8", 8)) == 0  # the same artifact
-    assert measurer.accuracy_runs_due(Candidate("ov-int8")) == 1
-    assert measurer.accuracy_runs_due(Candidate("ov-fp32")) == 0  # ran as a reference: its
-    # pairing reads that run, it does not run it again
-    assert measurer.accuracy_runs_due(Candidate("ov-int8", keep_float=("conv1",))) == 0
+    assert due(Candidate("ort-int8", 8)) == ()  # the same artifact
+    assert due(Candidate("ov-int8")) == ("ov-int8",)
+    assert due(Candidate("ov-fp32")) == ()  # ran as a reference: its pairing reads that run,
+    # it does not run it again
+    assert due(Candidate("ov-int8", keep_float=("conv1",))) == ("ov-int8",)  # its own model
 
 
 def test_runs_never_overwrite_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -250,7 +250,94 @@ def test_resumed_evidence_is_judged_afresh_under_the_new_limits():
 
 
 def test_an_empty_or_repeated_space_is_one_line():
-    with pytest.raises(UserError, match="the space is empty"):
+    with pytest.raises(UserError, match="no candidate to search: widen --suts"):
         search([], measurer({}), latency_config())
     with pytest.raises(UserError, match="appears twice in the space: fp32-a b1 tauto"):
         search([A, Candidate("fp32-a")], measurer({A: [quiet(10)]}), latency_config())
+
+
+class _DatasetMeasurer(ScriptedMeasurer):
+    """Runs that record the dataset's size; an accuracy run takes what the dataset takes at
+    the SUT's rate (the FP32 reference runs with the first), as a real one does."""
+
+    def __init__(self, runs: dict[Candidate, list[Measurement]], rates: dict[str, float],
+                 samples: int) -> None:
+        super().__init__({c.key: values for c, values in runs.items()},
+                         {"fp32-a": accuracy_of(0.0, 0.0, 100.0), "int8-a": accuracy_of(-0.2)})
+        self.rates, self.samples, self.done = rates, samples, set()
+
+    def accuracy_suts_due(self, candidate: Candidate) -> tuple[str, ...]:
+        due = [] if candidate.sut in self.done else [candidate.sut]
+        return tuple(due + [name for name in ("fp32-a",) if name not in self.done | set(due)])
+
+    def accuracy(self, candidate: Candidate) -> AccuracyResult:
+        due = self.accuracy_suts_due(candidate)
+        self.done |= set(due)
+        seconds = sum(self.samples / self.rates[name] + 5.0 for name in due)
+        found = super().accuracy(candidate)
+        return AccuracyResult(**{**found.__dict__, "seconds": seconds})
+
+
+def _timed(latency_ms: float, rate: float, samples: int = 1536) -> Measurement:
+    return Measurement(latency_ms, rate, True, False, seconds=15.0, samples=samples)
+
+
+def test_an_accuracy_run_is_priced_at_its_suts_measured_rate_over_the_dataset():
+    """1536 samples at fp32-a's slowest 25/s (its runs' start: 15 - 10 s) and at int8-a's
+    90/s; a SUT the race has not run: the configured guess (not another SUT's slow rate)."""
+    from quantmark.recommend.search import _Race
+
+    evidence = [Evidence(A, [_timed(40, 25.0), _timed(41, 30.0)]), Evidence(C, [_timed(11, 90)])]
+    race = _Race.start([item.candidate for item in evidence],
+                       latency_config(accuracy_seconds=42.0), evidence)
+    assert race.accuracy_run_estimate("fp32-a") == pytest.approx(1536 / 25 + 5)
+    assert race.accuracy_run_estimate("int8-a") == pytest.approx(1536 / 90 + 5)
+    assert race.accuracy_run_estimate("fp32-b") == 42.0
+    script = _DatasetMeasurer({}, {"fp32-a": 25.0, "int8-a": 90.0}, 1536)
+    assert race.accuracy_cost(script, race.evidence[1]) == pytest.approx(1536 / 25 + 1536 / 90
+                                                                         + 10)
+    blind = _Race.start([A], latency_config(accuracy_seconds=42.0), [Evidence(A, [quiet(10)])])
+    assert blind.accuracy_run_estimate("fp32-a") == 42.0  # its run did not record the dataset
+
+
+def test_a_slow_reference_accuracy_keeps_the_search_within_its_budget():
+    """The guess (10 s an accuracy run) is far below what the slow FP32 reference takes over
+    the dataset (1536 / 20 per s); priced from the measured rates, the kept-back accuracy still
+    fits: the search never spends more than its budget."""
+    runs = {A: [_timed(50, 20.0) for _ in range(6)], C: [_timed(11, 90.0) for _ in range(6)]}
+    script = _DatasetMeasurer(runs, {"fp32-a": 20.0, "int8-a": 90.0}, 1536)
+    config = latency_config(budget_s=150.0, accuracy_seconds=10.0)
+    outcome = search([A, C], script, config)
+    assert script.accuracy_calls == {"int8-a": 1}
+    assert outcome.spent_s <= config.budget_s
+
+
+def test_an_option_that_builds_another_model_is_another_artifact():
+    """TensorRT's INT8 route builds another engine: its accuracy is not shared across routes;
+    batch and threads never change the artifact."""
+    qdq = Candidate("trt-int8", 8, 0, (("trt_int8_route", "qdq"),))
+    calibrator = Candidate("trt-int8", 8, 0, (("trt_int8_route", "calibrator"),))
+    assert qdq.artifact == "trt-int8 trt_int8_route=qdq" != calibrator.artifact
+    assert Candidate("trt-int8", 1, 2, (("trt_int8_route", "qdq"),)).artifact == qdq.artifact
+    assert Candidate("ov-int8", 8, 0, (("ov_api", "async"),)).artifact == "ov-int8"
+
+
+def test_a_budget_that_ends_before_any_accuracy_is_undecided_not_infeasible():
+    """Under an accuracy limit, nothing measured for accuracy is not "none fits": after A's
+    run its accuracy (1536 samples at 20/s) no longer fits, so the answer says the budget
+    ended before it could tell whether A meets the limits."""
+    from quantmark.recommend.answer import build_record
+    from quantmark.report.recommend_section import verdict_lines
+
+    runs = {A: [_timed(50, 20.0)], C: [_timed(11, 90.0)]}
+    script = _DatasetMeasurer(runs, {"fp32-a": 20.0, "int8-a": 90.0}, 1536)
+    config = latency_config(budget_s=60.0, accuracy_seconds=5.0, start_s=5.0,
+                            limits=Limits(max_accuracy_drop=1.0))
+    outcome = search([A, C], script, config)
+    assert not script.accuracy_calls
+    assert outcome.verdict == "undecided" and [i.candidate for i in outcome.tied] == [A]
+    record = build_record(outcome, model="m", scenario="SingleStream", commands={},
+                          config={}, started=0.0, min_runs=config.min_runs)
+    assert verdict_lines(record)[0].startswith(
+        "The budget (0.2 of 1.0 min) ended before the accuracy of fp32-a b1 tauto was measured: "
+        "whether they meet the limits is unknown")

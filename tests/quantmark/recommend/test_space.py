@@ -56,7 +56,9 @@ def test_every_option_value_of_the_registry_where_it_can_change_the_run() -> Non
     ov = space("Offline", "digits-cnn", suts="ov-int8")
     assert {dict(c.settings)["ov_api"] for c in ov} == set(dict(SUTS["ov-int8"].options)
                                                           ["ov_api"])
-    assert len(ov) == len(DEFAULT_BATCHES["Offline"]) * 2
+    streams = {dict(c.settings)["ov_streams"] for c in ov}
+    assert streams == {"auto", *(str(n) for n in (1, 2, 4, 8) if n <= cpu_counts()[0])}
+    assert len(ov) == len(DEFAULT_BATCHES["Offline"]) * 2 * len(streams)
     # SingleStream predicts inline: the API cannot matter there
     assert all(c.settings == () for c in space("SingleStream", "digits-cnn", suts="ov-int8"))
     lite = space("Offline", "digits-cnn", suts="tflite-int8,tflite-fp32")
@@ -77,12 +79,17 @@ def test_settings_narrow_and_can_name_a_value_left_out_by_default() -> None:
     named = space("Offline", "digits-cnn", suts="tflite-int8",
                   settings={"tflite_quantize": ["per-call"]})
     assert {dict(c.settings)["tflite_quantize"] for c in named} == {"per-call"}
+    # more streams than this machine has CPUs: only when named
+    many = space("Offline", "digits-cnn", suts="ov-int8", settings=["ov_streams=8"])
+    assert {dict(c.settings)["ov_streams"] for c in many} == {"8"}
 
 
 def test_the_space_is_the_product_of_its_dimensions() -> None:
     found = space("Offline", "digits-cnn", suts="ov-int8,ort-fp32", batch_sizes="1,8",
                   threads="0,1")
-    assert len(found) == 2 * 2 * 2 + 2 * 2  # ov: batches x threads x APIs; ort: no options
+    streams = len({dict(c.settings)["ov_streams"] for c in found if c.sut == "ov-int8"})
+    # ov: batches x threads x APIs x streams; ort: no options
+    assert len(found) == 2 * 2 * 2 * streams + 2 * 2
     assert {c.threads for c in found} == {0, 1}
 
 

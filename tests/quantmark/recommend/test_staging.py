@@ -61,7 +61,7 @@ def test_a_variant_behind_a_base_far_behind_is_never_measured_and_says_why():
     for variant in (FAR_1, FAR_32):
         assert not by[variant].runs and script.order.count(variant.key) == 0
         assert by[variant].dropped == (
-            f"{NOT_MEASURED} far b8 tauto was 4.0x above the leader lead b8 tauto, beyond "
+            f"{NOT_MEASURED} far b8 tauto was 5.0x above the leader near b1 tauto, beyond "
             "the x2 settings may move it")
     assert any("2 candidates not measured" in note and "at most x2" in note
                for note in outcome.notes)
@@ -104,3 +104,16 @@ def test_a_resumed_search_derives_the_held_variants_again():
     assert outcome.recommended.candidate == NEAR_1
     assert by[FAR_1].dropped.startswith(NOT_MEASURED) and not by[FAR_1].runs
     assert again.order[0] == LEAD.key  # round 2 goes on, best first; no variant yet
+
+
+def test_a_released_setting_not_measured_yet_goes_at_its_bases_point():
+    """Near comes first in the space, but once lead's variants are released its batch 1 (at
+    its base's 10 ms) runs before near's third run (13 ms): the leading SUT's settings first.
+    A budget that ends before racing candidates are measured says so."""
+    space = [NEAR, NEAR_1, FAR, FAR_1, FAR_32, LEAD, LEAD_1]
+    script = measurer()
+    outcome = search(space, script, config(budget_s=115.0, run_seconds=10.0, start_s=0.0))
+    assert script.order[-1] == LEAD_1.key and script.order.count(NEAR.key) == 2
+    assert NEAR_1.key not in script.order
+    assert outcome.notes[1].startswith("3 candidates still racing were never measured (near: "
+                                       "1, far: 2): the answer is among those measured")

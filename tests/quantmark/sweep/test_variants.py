@@ -146,3 +146,21 @@ def test_bad_option_settings_in_a_file_name_the_key_and_its_line(tmp_path, text,
     message = str(info.value)
     assert f"sweep file {path}:{line}: {needle}" in message, message
     assert "\n" not in message
+
+
+def test_a_layer_kept_in_float_is_a_variant_of_the_suts_that_can_and_a_safe_folder():
+    """``keep_float`` takes any layer name, for the INT8 SUTs whose framework re-quantizes
+    with layers excluded; a name with "/" (OpenVINO's) is a short hash in the folder."""
+    spec = spec_from_args(_args(models="mobilenetv2", suts="ov-int8,ort-fp32",
+                                sut_option=["keep_float=node_conv2d/WithoutBiases"],
+                                scenarios="SingleStream"), {})
+    plan = cells(spec)
+    mixed = [c for c in plan if c.sut == "ov-int8"]
+    assert {c.sut_options for c in mixed} == {(("keep_float", "node_conv2d/WithoutBiases"),)}
+    assert all(c.sut_options == () for c in plan if c.sut == "ort-fp32")
+    folder = mixed[0].id.split("/")[1]
+    prefix = "ov-int8+keep_float="
+    assert folder.startswith(prefix + "h") and len(folder) == len(prefix) + 13
+    with pytest.raises(UserError, match="no SUT of the sweep .ort-fp32. can keep layers"):
+        cells(spec_from_args(_args(models="mobilenetv2", suts="ort-fp32",
+                                   sut_option=["keep_float=conv1"]), {}))

@@ -24,11 +24,11 @@ SUTS = tuple(name for name, info in REGISTRY.items() if info.framework == "openv
 
 
 def _create(name: str, weights: Path | str | None, calibration: Any,
-            scenario: str = "Offline", threads: int = 0):
+            scenario: str = "Offline", threads: int = 0, **extra: str):
     from quantmark.sut.openvino.backend import create
 
     options = SutOptions(model=DIGITS_SPEC.name, scenario=scenario, threads=threads,
-                         model_path=str(weights) if weights else None)
+                         model_path=str(weights) if weights else None, extra=extra)
     return create(name, options, DIGITS_SPEC, calibration)
 
 
@@ -346,6 +346,28 @@ def test_recorded_benchmark_app_command_reruns_the_same_settings(
     assert re.search(rf"PERFORMANCE_HINT: {compiled['performance_hint']}\b", text) or threads
     assert settings["num_streams"] == compiled["num_streams"]
     assert "-b 4" in settings["vendor_command"] and "-ip f32" in settings["vendor_command"]
+
+
+@pytest.mark.parametrize("streams", ["1", "2"])
+def test_streams_option_sets_the_plugins_streams_and_requests(
+        streams: str, digits_weights: Path, digits_calibration: Any, digits_data: Any) -> None:
+    """``ov_streams=N`` compiles N streams (OpenVINO's requests follow them), the workers
+    the run starts; benchmark_app's recorded command spells the streams out."""
+    backend = _create("ov-int8", digits_weights, digits_calibration, "Offline",
+                      ov_streams=streams)
+    backend.load()
+    compiled = backend.describe()["compiled"]
+    assert compiled["num_streams"] == int(streams)
+    assert backend.preferred_workers == compiled["optimal_number_of_infer_requests"]
+    assert backend.preferred_workers >= int(streams)
+    assert f"-nstreams {streams}" in backend.speed_settings("Offline", 4)["vendor_command"]
+    assert backend.predict(digits_data.eval_x[:3]).shape == (3, 10)
+    backend.close()
+
+
+def test_a_bad_streams_value_is_one_line(digits_weights: Path, digits_calibration: Any) -> None:
+    with pytest.raises(UserError, match="ov_streams='3': choose one of auto, 1, 2, 4, 8"):
+        _create("ov-fp32", digits_weights, digits_calibration, ov_streams="3")
 
 
 def _tiny_ir(path: Path, input_shape: list[int], classes: int) -> Path:

@@ -1,0 +1,128 @@
+"""``run.py history [filters] [--plot FILE.png]``: each series' figures over time, from the
+results store, with their intervals, validity, disturbance and where they came from.
+
+Nothing matching the filters is exit 1 with one line naming the filters that matched nothing
+on their own (or, when each matches something, that they match nothing together): not bad
+input (exit 2), but not a result either, so a script that expects one notices. SQLAlchemy and
+matplotlib are imported when the verb runs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+
+from quantmark.commands import options
+from quantmark.report import console_tables as tables
+
+if TYPE_CHECKING:
+    from quantmark.store.points import Point
+    from quantmark.store.results_store import Store
+
+NAME = "history"
+HELP = "each series' results over time from the results store, with intervals (--plot)"
+DESCRIPTION = ("Each series (model, SUT, scenario) of the results store over time: every "
+               "job's figure with its 95% interval, VALID or INVALID, disturbed or not, the "
+               "quantmark version and machine that measured it and its folder.")
+FILTERS = ("model", "sut", "scenario", "machine", "version", "since", "until", "tag")
+
+console = tables.make_console()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("filters (exact names; dates are UTC, inclusive)")
+    group.add_argument("--model", help="a model's name, e.g. efficientnet-lite0")
+    group.add_argument("--sut", help="a SUT's name, e.g. ort-int8")
+    group.add_argument("--scenario", help="SingleStream, MultiStream, Offline or Server")
+    group.add_argument("--machine", help="the machine's fleet node name, else its host name")
+    group.add_argument("--version", help="the quantmark version that measured it")
+    group.add_argument("--since", metavar="DATE", help="from this day (YYYY-MM-DD) or time")
+    group.add_argument("--until", metavar="DATE", help="up to this day (YYYY-MM-DD) or time")
+    group.add_argument("--tag", help="jobs with this tag (store import --tag, $QUANTMARK_TAGS)")
+    options.store(parser)
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="also draw each series' trend, one panel per series")
+
+
+def main(args: argparse.Namespace) -> int:
+    from quantmark.store.results_store import epoch, open_store
+
+    filters = {name: getattr(args, name) for name in FILTERS if getattr(args, name)}
+    for name in ("since", "until"):  # a bad date is bad input, before the store is opened
+        epoch(filters.get(name))
+    with open_store(args.store) as store:
+        points = store.points(**filters)
+        if not points:
+            console.print(nothing_matched(store, filters), soft_wrap=True)
+            return 1
+    show(points)
+    if args.plot:
+        from pathlib import Path
+
+        from quantmark.store.trend_plot import MAX_PANELS, plot_history
+
+        drawn = plot_history(points, Path(args.plot))
+        more = len({p.series for p in points}) - drawn
+        note = f" (the first {MAX_PANELS}: narrow the filters for the other {more})" \
+            if more > 0 else ""
+        console.print(f"trend of {drawn} series in {escape(args.plot)}{note}")
+    return 0
+
+
+def nothing_matched(store: Store, filters: dict[str, str]) -> str:
+    """The one line for an empty answer: which filters match nothing on their own."""
+    if not filters:
+        return f"the results store {store.where} holds no figures yet: run a test, or " \
+               "run.py store import DIR"
+    alone = [f"--{name} {value}" for name, value in filters.items()
+             if not store.count(**{name: value})]
+    if alone:
+        return (f"no result in the results store {store.where} matches "
+                f"{', '.join(alone)}")
+    given = " ".join(f"--{name} {value}" for name, value in filters.items())
+    return (f"each filter matches results in {store.where}, but none matches them all "
+            f"together ({given})")
+
+
+def _number(value: float, metric: str) -> str:
+    return f"{value:.2f}" if metric == "latency_ms" else f"{value:.1f}"
+
+
+def figure_text(point: Point) -> str:
+    """``12.31 [11.90, 12.80]``, ``12.31 (n=1)``, or the left-out runs' median in brackets."""
+    metric = point.series.metric
+    if point.value is None:
+        if not point.left_out_runs:
+            return "-"
+        ordered = sorted(point.left_out_runs)
+        return f"({_number(ordered[len(ordered) // 2], metric)}, left out)"
+    if point.low is None or point.high is None:
+        return f"{_number(point.value, metric)} (n={max(1, len(point.runs))})"
+    return (f"{_number(point.value, metric)} [{_number(point.low, metric)}, "
+            f"{_number(point.high, metric)}]")
+
+
+def validity_text(point: Point) -> str:
+    if not point.valid:
+        return "INVALID"
+    if point.invalid_runs:
+        total = len(point.runs) + point.invalid_runs
+        return f"VALID ({point.invalid_runs} of {total} runs INVALID, left out)"
+    return "VALID"
+
+
+def show(points: list[Point]) -> None:
+    """One table per series, oldest job first."""
+    from quantmark.store.trend_plot import by_series
+
+    units = {"latency_ms": "ms", "samples_per_s": "samples/s"}
+    for key, group in by_series(points):
+        rows: list[list[str]] = [
+            [p.when.replace("T", " ").removesuffix("Z"), figure_text(p), validity_text(p),
+             "DISTURBED" if p.disturbed else "", p.version, p.machine, p.run_dir]
+            for p in group]
+        console.print(tables.table(
+            f"{key.model} {key.sut} {key.scenario} ({key.metric})",
+            ["when (UTC)", f"{units.get(key.metric, key.metric)} [95% interval]", "validity",
+             "disturbed", "quantmark", "machine", "folder"], rows, overflow="fold"))
