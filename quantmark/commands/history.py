@@ -31,11 +31,7 @@ console = tables.make_console()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("filters (exact names; dates are UTC, inclusive)")
-    group.add_argument("--model", help="a model's name, e.g. efficientnet-lite0")
-    group.add_argument("--sut", help="a SUT's name, e.g. ort-int8")
-    group.add_argument("--scenario", help="SingleStream, MultiStream, Offline or Server")
-    group.add_argument("--machine", help="the machine's fleet node name, else its host name")
+    group = options.series_filters(parser)
     group.add_argument("--version", help="the quantmark version that measured it")
     group.add_argument("--since", metavar="DATE", help="from this day (YYYY-MM-DD) or time")
     group.add_argument("--until", metavar="DATE", help="up to this day (YYYY-MM-DD) or time")

@@ -134,3 +134,15 @@ def store(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     from quantmark.store.store_settings import STORE_HELP
 
     parser.add_argument("--store", metavar="URL", help=STORE_HELP)
+
+
+def series_filters(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """``--model``, ``--sut``, ``--scenario``, ``--machine``: which series of the results store
+    a verb reads (exact names), for ``history`` and ``regress`` alike."""
+    group = parser.add_argument_group("filters (exact names; dates are UTC, inclusive)")
+    group.add_argument("--model", help="a model's series, e.g. efficientnet-lite0")
+    group.add_argument("--sut", help="a SUT's series, e.g. ort-int8")
+    group.add_argument("--scenario", help="SingleStream, MultiStream, Offline or Server")
+    group.add_argument("--machine", help="jobs of this machine: its fleet node name, else its "
+                                         "host name")
+    return group

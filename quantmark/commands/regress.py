@@ -31,10 +31,7 @@ console = tables.make_console()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="only this model's series")
-    parser.add_argument("--sut", help="only this SUT's series")
-    parser.add_argument("--scenario", help="only this scenario's series")
-    parser.add_argument("--machine", help="only jobs of this machine")
+    options.series_filters(parser)
     parser.add_argument("--baseline", metavar="TAG|DATE|VERSION",
                         help="compare with the jobs carrying this tag, made before this date "
                              "(YYYY-MM-DD) or measured by this quantmark version (default: "
