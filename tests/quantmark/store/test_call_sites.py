@@ -43,6 +43,7 @@ def test_run_py_records_each_job_and_history_and_regress_read_them(tmp_path, mon
     code = cli.main(["regress", "--store", store, "--json", str(verdicts)])
     [verdict] = json.loads(verdicts.read_text())["verdicts"]
     assert code == (1 if verdict["verdict"] == "regressed" else 0)
-    assert verdict["history_jobs"] == [points[0].job_id]
+    # the earlier job is the history, unless the interference monitor flagged it disturbed
+    assert set(verdict["history_jobs"]) <= {points[0].job_id}
     # judged (the noise it used is named), or why not (a disturbed job is said, not judged)
     assert (verdict["noise"] or {}).get("text") or verdict["reason"]
