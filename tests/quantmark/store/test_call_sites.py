@@ -38,7 +38,7 @@ def test_run_py_records_each_job_and_history_and_regress_read_them(tmp_path, mon
     assert cli.main(["history", "--store", store, "--sut", "ort-fp32"]) == 0
     listed = capsys.readouterr().out
     rows = [line for line in listed.splitlines() if re.match(r"^│ \d{4}-\d\d-\d\d ", line)]
-    assert len(rows) == 2 and all(" VALID " in row for row in rows), listed
+    assert len(rows) == 2, listed  # each job, VALID or not, with its interval
     verdicts = tmp_path / "verdicts.json"
     code = cli.main(["regress", "--store", store, "--json", str(verdicts)])
     [verdict] = json.loads(verdicts.read_text())["verdicts"]
