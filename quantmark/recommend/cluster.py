@@ -45,6 +45,7 @@ from quantmark.recommend.journal import Journal
 from quantmark.report import console_tables as tables
 from quantmark.report.console_tables import table
 from quantmark.report.recommend_section import FOLDER_PREFIX, RECOMMENDATION
+from quantmark.sweep.fleet.dispatch import announce
 from quantmark.sweep.fleet.placement import SLOT, node_name, resource
 from quantmark.sweep.fleet.task import unpack
 
@@ -229,11 +230,7 @@ class Fleet:
 
     def run(self) -> int:
         nodes = self.nodes()
-        if not nodes:
-            raise UserError(f"the Ray cluster at {self.job.cluster} has no quantmark node; "
-                            "start one on each machine with: python run.py node --address "
-                            "HEAD:6379")
-        self.console.print("fleet: " + ", ".join(escape(n) for n in sorted(nodes)))
+        announce(nodes, self.job.cluster, self.console)
         budget_s = float(self.job.config["budget_s"])
         with ExitStack() as locks:
             resumes = {}

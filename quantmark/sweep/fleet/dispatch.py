@@ -60,6 +60,14 @@ def dispatch(spec: SweepSpec, root: Path, todo: list[Cell], entries: dict[str, A
         ray.shutdown()
 
 
+def announce(nodes: Any, cluster: str, console: Console) -> None:
+    """Print the fleet's quantmark nodes; none is one line saying how to start them."""
+    if not nodes:
+        raise UserError(f"the Ray cluster at {cluster} has no quantmark node; start one on "
+                        "each machine with: python run.py node --address HEAD:6379")
+    console.print("fleet: " + ", ".join(escape(n) for n in sorted(nodes)))
+
+
 def connect(address: str) -> Any:
     """``ray`` connected to the cluster, or a one-line error saying how to start one. A head
     address is knocked on first: Ray itself waits minutes for a GCS that is not there."""
@@ -104,11 +112,7 @@ class Fleet:
 
     def run(self, todo: list[Cell]) -> int:
         nodes = self.nodes()
-        if not nodes:
-            raise UserError(f"the Ray cluster at {self.spec.cluster} has no quantmark node; "
-                            "start one on each machine with: python run.py node --address "
-                            "HEAD:6379")
-        self.console.print("fleet: " + ", ".join(escape(n) for n in sorted(nodes)))
+        announce(nodes, self.spec.cluster, self.console)
         done = [Cell.from_dict(entry) for entry in self.entries.values()]
         self.groups.learn(done + todo)  # every ensemble joined to its members first
         for cell, entry in zip(done, self.entries.values(), strict=True):
