@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.records import RunRecord
-from quantmark.recommend.candidates import AccuracyResult, Candidate, Measurement
+from quantmark.recommend.candidates import (
+    ARTIFACT_OPTIONS,
+    AccuracyResult,
+    Candidate,
+    Measurement,
+)
 from quantmark.sut.registry import KEEP_FLOAT_OPTION
 from quantmark.sweep.plan import ACCURACY_BATCH, Cell, SweepSpec
 
@@ -33,7 +38,7 @@ LATENCY_PERCENTILE = {"SingleStream": "90.00", "MultiStream": "99.00", "Server":
 #: SUT options that change the model the SUT runs, so its accuracy (an artifact's accuracy
 #: is otherwise its SUT's: batch, threads and the other options never change an answer); a
 #: mixed-precision point's layers kept in float among them
-MODEL_OPTIONS = ("trt_int8_route", KEEP_FLOAT_OPTION)
+MODEL_OPTIONS = (*ARTIFACT_OPTIONS, KEEP_FLOAT_OPTION)
 #: a failure's one line is cut to this many characters
 WHY_CHARS = 300
 MIB = 2 ** 20
