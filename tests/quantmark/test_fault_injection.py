@@ -204,10 +204,13 @@ def _zero_middle(path: Path, count: int = 1 << 20) -> None:
 
 
 def test_corrupted_caches_are_rebuilt_and_results_carry_what_was_verified(
-        tmp_path, quantmark_cache, short_conf):
+        tmp_path, monkeypatch, short_conf):
     """A cached ONNX and the preprocessed images, each zeroed in the middle at the same size:
     the next run says so, rebuilds them, and results.json records the hashes it verified on
-    that run, which are those of the rebuilt files, not the corrupted ones."""
+    that run, which are those of the rebuilt files, not the corrupted ones. The cache is this
+    test's own: in the session's shared cache, another worker's run could find and rebuild the
+    corrupted files first (CI once saw that), and the others would meet the corruption."""
+    monkeypatch.setenv("QUANTMARK_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
     first = run_cli(*_args(out, short_conf))
     assert first.returncode == 0, first.stderr[-3000:]
