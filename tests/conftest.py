@@ -170,6 +170,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _watchdog_file = os.fdopen(os.dup(2), "w")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's controller starts a worker: note the run's lock folder (``machine_share``)."""
+    machine_share.note_worker(node.config, node.workerinput["testrunuid"])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    machine_share.remove_lock_folders(config)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """The machine, shared with the other worker or alone (``machine_share``; the wait is

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ ALONE = "alone"
 #: session fixtures that measure the machine as they are built (TEST01's band): the tests
 #: using them run alone
 ALONE_FIXTURES = ("quick_all_tests",)
+_RUN_FOLDERS = pytest.StashKey[set[str]]()
 
 
 def runs_alone(item: pytest.Item) -> bool:
@@ -43,14 +45,30 @@ def runs_alone(item: pytest.Item) -> bool:
             or any(name in item.fixturenames for name in ALONE_FIXTURES))
 
 
+def _folder_of_run(testrunuid: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"quantmark-tests-{testrunuid}"
+
+
 def lock_folder(config: pytest.Config) -> Path | None:
     """The test run's lock folder, shared by its workers; None outside an xdist worker."""
     worker = getattr(config, "workerinput", None)
     if not worker:
         return None
-    folder = Path(tempfile.gettempdir()) / f"quantmark-tests-{worker['testrunuid']}"
+    folder = _folder_of_run(worker["testrunuid"])
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def note_worker(config: pytest.Config, testrunuid: str) -> None:
+    """On the xdist controller: remember the run's lock folder, to remove it at the end."""
+    config.stash[_RUN_FOLDERS] = {*config.stash.get(_RUN_FOLDERS, set()), testrunuid}
+
+
+def remove_lock_folders(config: pytest.Config) -> None:
+    """On the xdist controller, once its workers are gone: the run's lock folder goes too
+    (each run left one behind in the temp folder before)."""
+    for testrunuid in config.stash.get(_RUN_FOLDERS, set()):
+        shutil.rmtree(_folder_of_run(testrunuid), ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
 """tests/machine_share.py in a child pytest of two workers: an ``alone`` test never overlaps
-another test, and a file's tests stay on one worker."""
+another test, a file's tests stay on one worker, and the run's lock folder goes at its end."""
 
 from __future__ import annotations
 
 import json
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,8 +55,10 @@ def test_an_alone_test_overlaps_no_other_and_a_file_stays_on_one_worker(tmp_path
     (suite / "test_b.py").write_text(_shared_file("b"))
     (suite / "test_m.py").write_text(ALONE_FILE)
     (suite / "test_c.py").write_text(_shared_file("c"))
-    proc = _pytest(suite, "-n", "2")
+    testrunuid = uuid.uuid4().hex
+    proc = _pytest(suite, "-n", "2", "--testrunuid", testrunuid)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert not (Path(tempfile.gettempdir()) / f"quantmark-tests-{testrunuid}").exists()
     spans = {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}
     assert len(spans) == 9, spans
     _, alone_start, alone_end = spans.pop("alone")

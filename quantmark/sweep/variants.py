@@ -48,11 +48,23 @@ def parse_flags(items: list[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        values = [v.strip() for v in value.split(",") if v.strip()]
+        values = _values(key.strip(), value)
         if not sep or not key.strip() or not values:
             raise UserError(f"--sut-option {item!r}: write KEY=VALUE or KEY=V1,V2, {EXAMPLE}")
         found.setdefault(key.strip(), []).extend(values)
     return {key: list(dict.fromkeys(values)) for key, values in found.items()}
+
+
+def _values(key: str, text: str) -> list[str]:
+    """The values one flag or table item gives: "V1,V2" is two, except for ``keep_float``,
+    where "L1,L2" is one point (two layers kept in float together, as ``run.py`` reads it):
+    more points are more flags or list items."""
+    from quantmark.sut.registry import KEEP_FLOAT_OPTION
+
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if key == KEEP_FLOAT_OPTION:
+        return [",".join(parts)] if parts else []
+    return parts
 
 
 def from_table(table: Any) -> dict[str, list[str]]:
@@ -65,8 +77,8 @@ def from_table(table: Any) -> dict[str, list[str]]:
                         "sut_options = {ov_api = [\"sync\", \"async\"]}")
     found: dict[str, list[str]] = {}
     for key, raw in table.items():
-        values = [v.strip() for item in (raw if isinstance(raw, list) else [raw])
-                  for v in str(item).split(",") if v.strip()]
+        values = [v for item in (raw if isinstance(raw, list) else [raw])
+                  for v in _values(str(key), str(item))]
         if not values:
             raise UserError(f"sut_options {key}: give a value or a list of values, {EXAMPLE}")
         found[str(key)] = list(dict.fromkeys(values))

@@ -9,7 +9,7 @@ import pytest
 
 from quantmark.ground.errors import UserError
 from quantmark.sweep.plan import Cell, build_spec, cells, load_sweep_file, spec_from_args
-from quantmark.sweep.variants import parse_flags
+from quantmark.sweep.variants import from_table, parse_flags
 
 
 def _args(**given: object) -> Namespace:
@@ -164,3 +164,17 @@ def test_a_layer_kept_in_float_is_a_variant_of_the_suts_that_can_and_a_safe_fold
     with pytest.raises(UserError, match="no SUT of the sweep .ort-fp32. can keep layers"):
         cells(spec_from_args(_args(models="mobilenetv2", suts="ort-fp32",
                                    sut_option=["keep_float=conv1"]), {}))
+
+
+def test_keep_float_is_one_point_per_flag_or_list_item_as_run_py_reads_it():
+    """``keep_float=a,b`` keeps both layers in float in one point (as ``run.py`` does); more
+    points are more flags, or items of a file's list."""
+    flags = parse_flags(["keep_float=conv1, conv2", "keep_float=conv3", "ov_api=sync,async"])
+    assert flags == {"keep_float": ["conv1,conv2", "conv3"], "ov_api": ["sync", "async"]}
+    assert from_table({"keep_float": ["conv1,conv2", "conv3"]}) == {
+        "keep_float": ["conv1,conv2", "conv3"]}
+    spec = spec_from_args(_args(models="mobilenetv2", suts="ov-int8",
+                                sut_option=["keep_float=conv1,conv2", "keep_float=conv3"],
+                                scenarios="SingleStream"), {})
+    assert {c.sut_options for c in cells(spec)} == {(("keep_float", "conv1,conv2"),),
+                                                    (("keep_float", "conv3"),)}
