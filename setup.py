@@ -9,7 +9,8 @@ HERE = Path(__file__).parent
 # The design card keeps these folders at the top of the repository; installed, each is a part
 # of the one quantmark package (sut/ -> quantmark.sut), so nothing but quantmark lands in
 # site-packages and a user's own models/ or report/ package can never shadow ours.
-PARTS = ("sut", "scenarios", "qsl", "models", "report", "audit", "submission", "bench")
+PARTS = ("sut", "tasks", "scenarios", "qsl", "models", "report", "audit", "submission",
+         "bench")
 
 
 def namespaced_packages() -> tuple[list[str], dict[str, str]]:

@@ -131,7 +131,7 @@ def load_user_onnx(path: str | Path, spec: ModelSpec) -> Artifact:
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise UserError(f"{where} is not a valid ONNX model ({cause}); "
                         "pass a file exported with torch.onnx.export or tf2onnx") from None
-    stated = inspect_onnx(p, where)
+    stated = inspect_onnx(p, where, spec.task)
     want = (spec.channels, spec.input_size, spec.input_width)
     got = (stated.channels, stated.height or spec.input_size, stated.width or spec.input_width)
     if got != want or stated.dtype != spec.input_dtype:
@@ -139,6 +139,10 @@ def load_user_onnx(path: str | Path, spec: ModelSpec) -> Artifact:
                         f"images, not the {spec.input_dtype} {want[0]}x{want[1]}x{want[2]} "
                         f"model {spec.name} takes; pass the model's own --model (or none)")
     accepted = (spec.num_classes, spec.num_classes + 1)
+    if spec.task == "detection":  # a detector's classes sit in its head, no background class
+        accepted = (spec.num_classes,) if stated.classes else (0,)
+    elif spec.task != "classification":  # another task's outputs are its own to read
+        accepted = (stated.classes,)
     if stated.classes not in accepted:
         raise UserError(f"{where} outputs {stated.classes} classes; model {spec.name} scores "
                         f"{spec.num_classes} (or {spec.num_classes} + a background class): "
@@ -154,7 +158,8 @@ def load_user_onnx(path: str | Path, spec: ModelSpec) -> Artifact:
         "output_name": stated.output_name, "layout": stated.layout,
         "static_batch": batch.dim_value if batch.HasField("dim_value") and batch.dim_value > 0
         else None,
-        "label_offset": stated.classes - spec.num_classes, "num_classes": stated.classes,
+        "label_offset": max(0, stated.classes - spec.num_classes),
+        "num_classes": stated.classes or spec.num_classes, "task": spec.task, "head": spec.head,
         "channels": stated.channels, "input_dtype": stated.dtype,
         "opset": next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")),
                       None),

@@ -66,9 +66,10 @@ def _channel_axis(dims: list[int | str], where: str) -> int:
                     "with a fixed channel dimension (1 or 3)")
 
 
-def inspect_onnx(path: str | Path, where: str) -> StatedShape:
-    """The input geometry and class count an ONNX classifier states; one line where it is not
-    one image input and one [N, classes] output quantmark can feed and score."""
+def inspect_onnx(path: str | Path, where: str, task: str = "classification") -> StatedShape:
+    """The input geometry and class count an ONNX classifier (or, with ``task="detection"``, a
+    detector) states; one line where it is not one image input and one output quantmark can
+    feed and score."""
     import onnx
 
     try:
@@ -98,6 +99,14 @@ def inspect_onnx(path: str | Path, where: str) -> StatedShape:
                         "feeds images with 1 (grayscale) or 3 (RGB/BGR) channels: export the "
                         "model for one of those")
     spatial = dims[2:4] if axis == 1 else dims[1:3]
+    shape = StatedShape(layout="NCHW" if axis == 1 else "NHWC", channels=int(channels),
+                        height=spatial[0] if isinstance(spatial[0], int) else None,
+                        width=spatial[1] if isinstance(spatial[1], int) else None,
+                        dtype=dtype, classes=0, input_name=inp.name, output_name="")
+    if task == "detection":
+        return _detector_output(proto, shape, where)
+    if task != "classification":  # another task reads its outputs itself: name the first
+        return replace(shape, output_name=proto.graph.output[0].name)
     output = next((o for o in proto.graph.output if len(_dims(o)) == 2
                    and isinstance(_dims(o)[1], int) and _dims(o)[1] >= 2
                    and o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT), None)
@@ -105,11 +114,37 @@ def inspect_onnx(path: str | Path, where: str) -> StatedShape:
         found = ", ".join(f"{o.name}{_dims(o)}" for o in proto.graph.output)
         raise UserError(f"{where} has no float [N, classes] output (found {found}); export the "
                         "classifier's logits or probabilities as its output")
-    return StatedShape(layout="NCHW" if axis == 1 else "NHWC", channels=int(channels),
-                       height=spatial[0] if isinstance(spatial[0], int) else None,
-                       width=spatial[1] if isinstance(spatial[1], int) else None,
-                       dtype=dtype, classes=int(_dims(output)[1]), input_name=inp.name,
-                       output_name=output.name)
+    return replace(shape, classes=int(_dims(output)[1]), output_name=output.name)
+
+
+def detector_head(dims: list[int | str]) -> tuple[str, int] | None:
+    """("raw", classes) for Ultralytics' head ``[N, 4 + C, anchors]`` (or its transpose
+    ``[N, anchors, 4 + C]``), ("nms", 0) for selected detections ``[N, K, 6]`` (x1, y1, x2,
+    y2, score, class: the class count is not stated), None for any other shape. The anchors
+    outnumber the rows (8,400 against 84 at 640 px), which tells the two axes apart."""
+    if len(dims) != 3 or not all(isinstance(d, int) for d in dims[1:]):
+        return None
+    rows, columns = int(dims[1]), int(dims[2])
+    if columns == 6 and rows > 6:
+        return "nms", 0
+    small, large = min(rows, columns), max(rows, columns)
+    if small >= 5 and large > small:
+        return "raw", small - 4
+    return None
+
+
+def _detector_output(proto: Any, shape: StatedShape, where: str) -> StatedShape:
+    """The shape with a detector's first float 3-D output: its name and class count."""
+    import onnx
+
+    for output in proto.graph.output:
+        head = detector_head(_dims(output))
+        if head and output.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            return replace(shape, classes=head[1], output_name=output.name)
+    found = ", ".join(f"{o.name}{_dims(o)}" for o in proto.graph.output)
+    raise UserError(f"{where} has no detector output (found {found}); export the raw head "
+                    "[N, 4+classes, anchors] (Ultralytics' format=onnx) or selected detections "
+                    "[N, K, 6] (x1, y1, x2, y2, score, class)")
 
 
 def _size(stated: StatedShape, given: tuple[int, int] | None, where: str) -> tuple[int, int]:

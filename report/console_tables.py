@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from quantmark.ground.metric import Metric
 from quantmark.report import diagnosis_section as diagnosis
 from quantmark.report import training
 
@@ -69,9 +70,18 @@ def run_text(results: dict[str, Any], invalid_why: str) -> str:
     audit = results["config"].get("audit")
     text = f"{results['config']['sut']} {summary.get('scenario')} {audit + ' ' if audit else ''}"
     accuracy = results.get("accuracy")
-    if accuracy:
+    task = results.get("task") or {}
+    metric = Metric.from_record(task.get("metric"))
+    if task.get("name", "classification") != "classification":
+        text += f"[{task['name']}] "
+    if accuracy and metric.key == "top1":
         text += (f"accuracy: {accuracy['top1']:.3f}% top-1 "
                  f"({accuracy['good']}/{accuracy['total']})")
+    elif accuracy:
+        unit = metric.unit if metric.unit == "%" else f" {metric.unit}"
+        text += f"accuracy: {accuracy[metric.key]:.3f}{unit} {metric.name}"
+        if accuracy.get("total") or accuracy.get("images"):
+            text += f" ({accuracy.get('total') or accuracy.get('images')} samples)"
     else:
         text += f"performance: {summary.get('validity')}"
         value, unit = summary.get("metric_value"), summary.get("metric_unit")

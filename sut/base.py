@@ -10,7 +10,9 @@
   samples from the QSL into a buffer they reuse, predict, and complete the ids.
 * The predicted class is returned as one float32 per sample (the MLPerf convention). The
   response buffer is a local numpy array that lives until ``QuerySamplesComplete`` returns;
-  LoadGen copies the bytes during that call.
+  LoadGen copies the bytes during that call. A task that answers with more than a class (a
+  detector's boxes after NMS) passes ``respond``: it turns each batch's outputs into one
+  float32 array per sample, on the worker's thread, inside the timed work.
 * A backend that runs batches asynchronously (OpenVINO's ``AsyncInferQueue``) passes
   ``submit``: then one feeder thread takes the chunks, the backend gathers each into an idle
   request's own input buffer, and the framework's completion callback completes the ids.
@@ -44,6 +46,9 @@ class SampleSource(Protocol):
     def sample(self, index: int) -> np.ndarray: ...
 
 
+#: ``respond(outputs, qsl_indices)``: a batch's outputs -> one float32 response per sample
+Respond = Callable[[np.ndarray, Sequence[int]], list[np.ndarray]]
+
 #: ``submit(count, fill, done)``: wait for an idle request, call ``fill(buffer)`` to gather the
 #: batch into that request's input buffer (it returns the filled batch), start it, and call
 #: ``done(outputs, error)`` from the framework's completion callback
@@ -66,11 +71,13 @@ class LoadGenSUT:
         on_fatal: Callable[[BaseException], None] | None = None,
         fatal_grace_s: float = 3.0,
         submit: Submit | None = None,
+        respond: Respond | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self._predict = predict
         self._submit = submit
+        self._respond = respond
         self._samples = samples
         self.batch_size = batch_size
         self.workers = max(1, workers)
@@ -176,6 +183,9 @@ class LoadGenSUT:
     def _run_inline(self, sample_id: int, index: int) -> None:
         """One sample on LoadGen's thread with as few Python/numpy calls as possible: caches are
         cold after inference, and each call then costs ~10 us of measured latency."""
+        if self._respond is not None:
+            self._run_chunk([sample_id], [index])
+            return
         value = FAILED_CLASS
         if self.error is None:
             try:
@@ -195,6 +205,10 @@ class LoadGenSUT:
     def _run_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         if self.error is None:
             try:
+                if self._respond is not None:
+                    outputs = self._predict(self._gather(indices))
+                    self._complete_each(ids, self._answers(outputs, indices))
+                    return
                 classes = self._classify(self._gather(indices), len(indices))
             except BaseException as exc:  # noqa: BLE001 - any failure must still complete ids
                 self._record_failure(exc)
@@ -202,6 +216,27 @@ class LoadGenSUT:
         else:
             classes = np.full(len(ids), FAILED_CLASS, dtype=np.float32)
         self._complete(ids, classes)
+
+    def _answers(self, outputs: Any, indices: Sequence[int]) -> list[np.ndarray]:
+        """The task's per-sample responses for a batch's outputs (``respond``), checked."""
+        assert self._respond is not None
+        answers = self._respond(outputs, indices)
+        if len(answers) != len(indices):
+            raise ValueError(f"respond returned {len(answers)} answers for {len(indices)} "
+                             "samples")
+        return answers
+
+    def _complete_each(self, ids: Sequence[int], answers: list[np.ndarray]) -> None:
+        """Complete ``ids`` with one float32 array each (kept alive until LoadGen copied)."""
+        lg = self._lg
+        buffers = [np.ascontiguousarray(answer, dtype=np.float32) for answer in answers]
+        responses = [lg.QuerySampleResponse(sample_id, buffer.__array_interface__["data"][0],
+                                            buffer.nbytes)
+                     for sample_id, buffer in zip(ids, buffers, strict=True)]
+        lg.QuerySamplesComplete(responses)
+        with self._lock:
+            self.completed += len(ids)
+        del buffers
 
     def _submit_chunk(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         """Start the chunk on an idle request; its completion callback completes the ids."""
@@ -216,6 +251,9 @@ class LoadGenSUT:
             try:
                 if error is not None:
                     raise error
+                if self._respond is not None:
+                    self._complete_each(ids, self._answers(outputs, indices))
+                    return
                 classes = self._to_classes(np.asarray(outputs), len(ids))
             except BaseException as exc:  # noqa: BLE001 - the ids must still be completed
                 self._record_failure(exc)

@@ -15,23 +15,24 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.scenarios.settings import Measurement
-from quantmark.sut.base import LoadGenSUT, SampleSource
+from quantmark.sut.base import LoadGenSUT, Respond, SampleSource
 
 WARMUP_SECONDS = 1.0  # per measured batch shape
 
 
 def measure(backend: Any, qsl: Any, batch_size: int, scenario: str, workers: int,
-            times: dict[str, float] | None = None):
+            times: dict[str, float] | None = None, respond: Respond | None = None):
     """Warm up, then time batch 1 and batch ``batch_size`` on real samples; for Offline also
     the rate of the real batch path with ``workers`` busy, and for Server single-sample queries
-    through the worker path. ``times["warmup_s"]`` gets the warm-up's duration: where a
+    through the worker path (with the task's ``respond``, a detector's NMS, as a run does it).
+    ``times["warmup_s"]`` gets the warm-up's duration: where a
     framework compiles on first use (torch.compile, XLA), that is its compile time. A predict
     that fails here is the SUT's failure (exit 3), not a crash."""
     indices = list(range(min(qsl.total_count, max(batch_size, 8))))
     qsl.load(indices)
     try:
         return _measure_loaded(backend, qsl, indices, batch_size, scenario, workers,
-                               times if times is not None else {})
+                               times if times is not None else {}, respond)
     except (UserError, SutError):
         raise
     except Exception as exc:  # noqa: BLE001 - any framework error is the SUT's
@@ -41,7 +42,8 @@ def measure(backend: Any, qsl: Any, batch_size: int, scenario: str, workers: int
 
 
 def _measure_loaded(backend: Any, qsl: Any, indices: list[int], batch_size: int,
-                    scenario: str, workers: int, times: dict[str, float]):
+                    scenario: str, workers: int, times: dict[str, float],
+                    respond: Respond | None = None):
     one = qsl.batch(indices[:1])
     full = qsl.batch([indices[i % len(indices)] for i in range(batch_size)])
     started = time.perf_counter()
@@ -51,18 +53,19 @@ def _measure_loaded(backend: Any, qsl: Any, indices: list[int], batch_size: int,
     batch_latency = (latency if batch_size == 1 else
                      statistics.median(time_predict(backend.predict, full, WARMUP_SECONDS)))
     query_path = (statistics.median(measure_query_path_s(backend.predict, qsl, indices[0],
-                                                         WARMUP_SECONDS))
+                                                         WARMUP_SECONDS, respond=respond))
                   if scenario == "Server" else 0.0)
     path_rate = (measure_batch_path_rate(backend.predict, qsl, indices, batch_size=batch_size,
                                          workers=workers, seconds=WARMUP_SECONDS,
-                                         batch_latency_s=batch_latency)
+                                         batch_latency_s=batch_latency, respond=respond)
                  if scenario == "Offline" else 0.0)
     return Measurement(latency_s=latency, batch_latency_s=batch_latency, batch_size=batch_size,
                        query_path_s=query_path, path_throughput=path_rate)
 
 
 def measure_query_path_s(predict: Callable[[np.ndarray], np.ndarray], samples: SampleSource,
-                         index: int, seconds: float, min_runs: int = 20) -> list[float]:
+                         index: int, seconds: float, min_runs: int = 20,
+                         respond: Respond | None = None) -> list[float]:
     """Durations (s) of single-sample queries through the real worker path, one at a time:
     issue -> queue -> worker -> gather -> predict -> classify -> complete.
 
@@ -81,7 +84,7 @@ def measure_query_path_s(predict: Callable[[np.ndarray], np.ndarray], samples: S
         def QuerySamplesComplete(_responses: Any) -> None:  # noqa: N802 - LoadGen's name
             done.set()
 
-    sut = LoadGenSUT(predict, samples, batch_size=1)
+    sut = LoadGenSUT(predict, samples, batch_size=1, respond=respond)
     sut._start_workers(_Completer)
     durations: list[float] = []
 
@@ -123,7 +126,8 @@ def time_predict(predict: Callable[[np.ndarray], np.ndarray], batch: np.ndarray,
 def measure_batch_path_rate(predict: Callable[[np.ndarray], np.ndarray], samples: SampleSource,
                             indices: Sequence[int], *, batch_size: int, workers: int,
                             seconds: float, query_seconds: float = 0.25,
-                            batch_latency_s: float = 0.0) -> float:
+                            batch_latency_s: float = 0.0, respond: Respond | None = None
+                            ) -> float:
     """Samples per second through the real Offline path: queue -> workers -> gather -> predict
     -> classify -> complete, with every worker busy.
 
@@ -154,7 +158,8 @@ def measure_batch_path_rate(predict: Callable[[np.ndarray], np.ndarray], samples
     rounds = int(min(64, max(1, query_seconds // max(batch_latency_s, 1e-6))))
     count = per_round * rounds
     query = [indices[i % len(indices)] for i in range(count)]
-    sut = LoadGenSUT(predict, samples, batch_size=batch_size, workers=workers)
+    sut = LoadGenSUT(predict, samples, batch_size=batch_size, workers=workers,
+                     respond=respond)
     sut._start_workers(_Completer)
     total = 0
     started = time.perf_counter()

@@ -20,27 +20,35 @@ else:  # Python 3.10: the tomli setup.py pins there
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEPENDENCE = "Framework folders are independent of each other"
+TASK_INDEPENDENCE = "Task folders are independent of each other"
 
 
 def framework_folders(sut: Path) -> list[str]:
-    """The packages under ``sut``: each is one framework's folder (the ensemble's included)."""
+    """The packages under ``sut`` (or ``tasks``): each is one framework's (task's) folder (the
+    ensemble's included)."""
     return sorted(path.parent.name for path in sut.glob("*/__init__.py"))
 
 
 def contracts(pyproject: Path, sut: Path) -> tuple[str, list[dict]]:
-    """(root package, the contracts) with the independence contract's modules filled in."""
+    """(root package, the contracts) with the independence contracts' modules filled in: the
+    framework folders under ``sut`` and the task folders under ``tasks`` beside it."""
     config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
+    folders = {INDEPENDENCE: ("sut", sut), TASK_INDEPENDENCE: ("tasks", sut.parent / "tasks")}
     found = []
     for contract in config["contracts"]:
-        if contract["name"] == INDEPENDENCE:
+        if contract["name"] in folders:
             if "modules" in contract:
-                raise SystemExit(f"{pyproject}: the contract {INDEPENDENCE!r} lists modules; "
-                                 "remove them: tools/import_contracts.py finds the folders")
-            contract = {**contract, "modules": [f"quantmark.sut.{folder}"
-                                                for folder in framework_folders(sut)]}
+                raise SystemExit(f"{pyproject}: the contract {contract['name']!r} lists "
+                                 "modules; remove them: tools/import_contracts.py finds the "
+                                 "folders")
+            part, where = folders[contract["name"]]
+            contract = {**contract, "modules": [f"quantmark.{part}.{folder}"
+                                                for folder in framework_folders(where)]}
         found.append(contract)
-    if not any(contract["name"] == INDEPENDENCE for contract in found):
-        raise SystemExit(f"{pyproject}: no contract named {INDEPENDENCE!r}")
+    names = {contract["name"] for contract in found}
+    for name in (INDEPENDENCE, TASK_INDEPENDENCE):
+        if name not in names:
+            raise SystemExit(f"{pyproject}: no contract named {name!r}")
     return config["root_package"], found
 
 

@@ -42,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", help="SingleStream, MultiStream, Offline or Server")
     parser.add_argument("--sut", help="system under test, e.g. ort-int8 (see --list-suts)")
     parser.add_argument("--mode", default="performance", help="performance or accuracy")
-    options.model_and_dataset(parser)
+    group = options.model_and_dataset(parser)
+    group.add_argument("--task", default="",
+                       help="the model's task (classification, detection ...): read from the "
+                            "model file's outputs; given, it must agree")
     options.model_shape(parser)
     options.run_settings(parser)
     options.output(parser)
@@ -123,7 +126,8 @@ def config_from_args(args: argparse.Namespace, ensemble: bool = False) -> RunCon
         dataset_path=args.dataset_path, calibration_list=args.calibration_list,
         user_conf=args.user_conf, output=args.output, batch_size=batch,
         threads=args.threads, workers=args.workers, audit=args.audit or "",
-        sut_options=options.key_values(args.sut_option), **options.shape_fields(args),
+        sut_options=options.key_values(args.sut_option), task=args.task or "",
+        **options.shape_fields(args),
     )
 
 

@@ -26,6 +26,8 @@ class RunConfig:
     audit: str = ""  # "" | "TEST01" | "TEST04": a compliance test (needs its audit.config)
     quick: bool = True
     model_path: str | None = None
+    # the task (quantmark.tasks: classification, detection ...); "": read from the model
+    task: str = ""
     # the model's own shape and preprocessing, where it is not the built-in model's
     # (quantmark.models.workload): "384" or "HEIGHTxWIDTH"; classes out (0: the model's own);
     # the preprocessing recipe as data (a preset, a recipe file's keys, the flags' values)

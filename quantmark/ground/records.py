@@ -144,7 +144,10 @@ class RunRecord(Record):
     memory: dict[str, Any] = field(default_factory=dict)
     repeat: dict[str, Any] | None = None  # a performance run's place in its repeat set
     audit: dict[str, Any] | None = None  # a compliance test's
-    accuracy: dict[str, Any] | None = None  # an accuracy run's top-1
+    accuracy: dict[str, Any] | None = None  # an accuracy run's figure (the task's metric)
+    # the task (quantmark.tasks): name, metric, postprocessing; None in records written
+    # before tasks, which were all classification
+    task: dict[str, Any] | None = None
     ensemble: dict[str, Any] | None = None
     # the interference monitor's verdict: the parent's, from the file the record names (schema
     # 1 held it inline); None when no monitor watched the run

@@ -138,14 +138,17 @@ def available_memory(meminfo: Path = MEMINFO) -> int | None:
 
 
 def check_batch_fits(batch: int, model: Any, dataset_path: str | None,
-                     meminfo: Path = MEMINFO, flag: str = "--batch-size") -> None:
+                     meminfo: Path = MEMINFO, flag: str = "--batch-size",
+                     images: int | None = None) -> None:
     """A batch the samples can fill and the memory can hold, known before a child allocates
-    it (``--batch-size 100000`` once asked for 56 GiB). ``model``: a name or a resolved spec."""
+    it (``--batch-size 100000`` once asked for 56 GiB). ``model``: a name or a resolved spec;
+    ``images``: the opened dataset's count, where the run has opened it."""
     from quantmark.models.zoo import get_model
 
     spec = get_model(model) if isinstance(model, str) else model
     model = spec.name
-    images = dataset_size(dataset_path)
+    if images is None:
+        images = dataset_size(dataset_path)
     limit = max(spec.performance_sample_count, images)
     if batch > limit:
         raise UserError(f"{flag} {batch} is more than the {images} images of the dataset "
@@ -175,16 +178,18 @@ def check_batch(config: RunConfig) -> None:
 
 def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
-    from quantmark.models.workload import open_run_dataset, resolve_spec
     from quantmark.scenarios.settings import validate_scenario
     from quantmark.sut.registry import check_options, require_available
+    from quantmark.tasks.registry import task_for
 
     validate_scenario(config.scenario)
+    task = None
     if config.ensemble:
         validate_ensemble(config)
     else:
         check_options(require_available(config.sut), config.sut_options)
-        spec = resolve_spec(config)
+        task = task_for(config)
+        spec = task.resolve_spec(config)
     if config.mode not in ("performance", "accuracy"):
         raise UserError(f"unknown mode '{config.mode}'; use performance or accuracy")
     check_batch(config)
@@ -193,16 +198,18 @@ def validate(config: RunConfig) -> None:
                         "(0 = the SUT's preferred number)")
     if config.model_path and not config.ensemble:
         check_model_path(config.model_path, config.model, config.sut)
-    validate_inputs(config.dataset_path, config.calibration_list, config.user_conf,
-                    config.model)
+    # another task's dataset folder is its task's to read (COCO's layout is no class folder)
+    image_folder = task is None or task.name == "classification"
+    validate_inputs(config.dataset_path if image_folder else None, config.calibration_list,
+                    config.user_conf, config.model)
     from quantmark.sut.ensemble.members import parse_members
 
+    dataset = None if task is None else task.open_dataset(config, spec)  # fits the model
     for model in ({m.model for m in parse_members(config.ensemble)} if config.ensemble
                   else {spec}):
-        check_batch_fits(config.batch_size, model, config.dataset_path)
+        check_batch_fits(config.batch_size, model, config.dataset_path,
+                         images=None if dataset is None else len(dataset.all_items))
     check_output_writable(config.output)
-    if not config.ensemble:
-        open_run_dataset(config, spec)  # the dataset's classes fit the model's
 
 
 def validate_ensemble(config: RunConfig) -> None:

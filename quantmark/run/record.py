@@ -28,6 +28,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
 
     built = prepared.built
     results = run_record(config, system, prepared, ran, work)
+    results.task = prepared.task.describe(prepared.spec)
     if config.mode == "performance" and not config.audit:
         results.repeat = {"index": config.repeat, "of": config.repeats, "set": config.repeat_set}
     if config.audit:
@@ -42,7 +43,7 @@ def record(config: RunConfig, system: str, prepared: Any, ran: Any, work: Path
 
         write_classes(work, prepared.dataset)
     if config.mode == "accuracy":
-        results.accuracy = _accuracy(work, prepared.qsl.total_count, prepared.backend.artifact)
+        results.accuracy = prepared.task.score(work, prepared)
     if config.ensemble:
         from quantmark.run.ensemble_fields import ensemble_record
 
@@ -137,24 +138,6 @@ def model_shape(spec: Any) -> dict[str, Any]:
                       "channels": spec.channels, "dtype": spec.input_dtype},
             "num_classes": spec.num_classes, "preprocessing": describe(spec),
             "weights_note": resized_weights_note(spec)}
-
-
-def _accuracy(work: Path, expected_count: int, artifact: Any = None) -> dict[str, Any]:
-    """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing; near
-    0% with the model's classes one off the labels, with a ``hint`` that says so."""
-    from quantmark.report.accuracy import accuracy_text, compute_accuracy, read_val_map_labels
-    from quantmark.report.label_shift import note_shift
-
-    accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
-                                read_val_map_labels(work / "val_map.txt"),
-                                expected_count=expected_count)
-    if accuracy.missing:
-        return {"missing": accuracy.missing}
-    atomic_write_text(work / "accuracy.txt", accuracy_text(accuracy))
-    result = {"top1": accuracy.percent, "good": accuracy.good, "total": accuracy.total,
-              "duplicates": accuracy.duplicates}
-    note_shift(result, work, getattr(artifact, "meta", None))
-    return result
 
 
 def write_groups(work: Path, dataset: Any) -> None:

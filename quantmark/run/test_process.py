@@ -24,17 +24,17 @@ from quantmark.ground.errors import SutError, UserError, environment_fault
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.layout import run_dir, system_id
 from quantmark.ground.lifetime import die_with_parent
-from quantmark.models.workload import open_run_dataset, resolve_spec
 from quantmark.models.zoo import MODEL_NAMES
 from quantmark.qsl.calibration_sets import CalibrationProvider
 from quantmark.qsl.library import QuerySampleLibrary
-from quantmark.qsl.preprocess import recipe_for
 from quantmark.run.folder import RunFolder
 from quantmark.run.record import record
 from quantmark.scenarios.settings import BuiltSettings, Measurement, SettingsPlan, build_settings
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.registry import load_factory, require_available
 from quantmark.sut.warmup import measure
+from quantmark.tasks.interface import Task
+from quantmark.tasks.registry import get_task, task_for
 
 # A quick performance run's LoadGen window may last this many times what it should take (at
 # least QUICK_WALL_MIN_S): a SUT far slower than its warm-up estimate fails instead of running
@@ -58,6 +58,7 @@ class Prepared:
     measurement: Any
     built: Any
     times: dict[str, float]
+    task: Task
 
 
 @dataclass
@@ -85,13 +86,14 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
     from quantmark.sut.layers import Recipe
     from quantmark.sut.registry import keep_float_layers
 
-    spec = resolve_spec(config)
+    task = task_for(config)
+    spec = task.resolve_spec(config)
     info = require_available(config.sut)
-    dataset = open_run_dataset(config, spec)
+    dataset = task.open_dataset(config, spec)
     calibration = CalibrationProvider(dataset, spec, config.calibration_list)
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
-                         model_path=config.model_path, extra=dict(config.sut_options))
+                         model_path=task.model_file(config), extra=dict(config.sut_options))
     kept = keep_float_layers(config.sut_options)  # the registry admitted only its takers
     times: dict[str, float] = {}
     start = time.perf_counter()
@@ -108,11 +110,13 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
 
 
 def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySampleLibrary,
-                  times: dict[str, float]) -> tuple[int, Measurement, BuiltSettings]:
+                  times: dict[str, float], task: Task) -> tuple[int, Measurement,
+                                                                BuiltSettings]:
     """Workers, the warm-up measurement, and LoadGen's TestSettings made from them."""
     # OpenVINO's throughput mode runs several streams: it needs that many requests in flight
     workers = config.workers or max(1, int(backend.preferred_workers))
-    measurement = measure(backend, qsl, config.batch_size, config.scenario, workers, times)
+    measurement = measure(backend, qsl, config.batch_size, config.scenario, workers, times,
+                          respond=task.respond(spec))
     plan = SettingsPlan(scenario=config.scenario, mode=config.mode, quick=config.quick,
                         loadgen_model=spec.mlperf_name,
                         known_models=tuple(dict.fromkeys([*MODEL_NAMES, spec.mlperf_name])),
@@ -125,7 +129,8 @@ def plan_settings(config: RunConfig, spec: Any, backend: Backend, qsl: QuerySamp
 def prepare(config: RunConfig, on_fatal: Callable[[str], None] | None = None) -> Prepared:
     """Build the SUT (or an ensemble of them), open the QSL, plan the settings: everything
     before LoadGen starts. ``on_fatal`` ends the process if the backend sees a hang."""
-    if config.ensemble:
+    task = get_task("classification") if config.ensemble else task_for(config)
+    if config.ensemble:  # ensembles combine classifiers' scores
         from quantmark.sut.ensemble.build import build_ensemble
 
         ensemble = build_ensemble(config)
@@ -134,14 +139,12 @@ def prepare(config: RunConfig, on_fatal: Callable[[str], None] | None = None) ->
         times = ensemble.times
     else:
         spec, info, dataset, calibration, backend, times = build_sut(config)
-        qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
-                                              spec.performance_sample_count,
-                                              encode=backend.encode_samples)
+        qsl = task.sample_library(dataset, spec, backend)
     if on_fatal is not None:
         backend.arm(on_fatal)
-    workers, measurement, built = plan_settings(config, spec, backend, qsl, times)
+    workers, measurement, built = plan_settings(config, spec, backend, qsl, times, task)
     return Prepared(spec, info, dataset, calibration, backend, qsl, workers, measurement, built,
-                    times)
+                    times, task)
 
 
 def quick_wall_bound_s(config: RunConfig, settings: Any, measurement: Any) -> float | None:
@@ -181,7 +184,8 @@ def run_loadgen(config: RunConfig, prepared: Prepared, folder: RunFolder,
                      workers=prepared.workers, label_offset=prepared.backend.label_offset,
                      inline_single=config.scenario == "SingleStream",
                      on_fatal=lambda exc: end_process(f"predict raised: {exc!r}"),
-                     submit=getattr(prepared.backend, "submit", None))
+                     submit=getattr(prepared.backend, "submit", None),
+                     respond=prepared.task.respond(prepared.spec))
     prepared.backend.arm(end_process)  # a hang from here on keeps LoadGen's logs
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(work)

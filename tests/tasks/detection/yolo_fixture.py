@@ -86,4 +86,19 @@ def tiny_yolo_onnx(path: str | Path, num_classes: int = 3, size: int = 64, nms: 
                           input_names=["images"], output_names=["output0"], opset_version=17,
                           dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
                           dynamo=False)
+        stated = model(torch.rand(1, 3, size, size)).shape
+    _state_output_dims(path, stated[1], stated[2])
     return path
+
+
+def _state_output_dims(path: Path, rows: int, columns: int) -> None:
+    """Write the output's fixed dimensions into the file, as Ultralytics' exports state them
+    (torch's exporter leaves the shape ops' results symbolic)."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    dims = proto.graph.output[0].type.tensor_type.shape.dim
+    for dim, value in zip(dims[1:], (rows, columns), strict=True):
+        dim.ClearField("dim_param")
+        dim.dim_value = int(value)
+    onnx.save(proto, str(path))

@@ -1,0 +1,2 @@
+"""Object detection (MLPerf's yolo): detector files, COCO- and YOLO-format datasets, NMS and
+COCO mAP."""

@@ -1,0 +1,145 @@
+"""Object detection: a model with one image input and a detector's output (Ultralytics' raw
+head ``[N, 4 + C, anchors]`` with NMS outside, or selected detections ``[N, K, 6]``), a COCO-
+or YOLO-format dataset, letterboxed inputs, NMS inside the SUT's timed work, COCO mAP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from quantmark.ground.errors import UserError
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.ground.metric import Metric
+from quantmark.tasks.interface import Respond, Task
+
+#: the built-in detector (trained by quantmark on real digit scans, see builtin/)
+BUILTIN_MODEL = "digits-detect"
+#: the COCO-format results (one entry per detection) an accuracy run leaves beside its log
+DETECTIONS_FILE = "detections.json"
+
+
+def _no_builder(num_classes: int) -> Any:
+    raise UserError("this detector comes from its ONNX file: it has no torch architecture "
+                    "quantmark can rebuild; the torch-* SUTs need a built-in --model")
+
+
+class DetectionTask(Task):
+    name: ClassVar[str] = "detection"
+    metric: ClassVar[Metric] = Metric(key="map", name="mAP@[.5:.95]", unit="%")
+    models: ClassVar[tuple[str, ...]] = (BUILTIN_MODEL,)
+
+    def claims(self, model_path: Path) -> bool:
+        from quantmark.models.workload import inspect_onnx
+
+        try:
+            inspect_onnx(model_path, str(model_path), self.name)
+        except UserError:
+            return False
+        return True
+
+    def model_file(self, config: Any) -> str | None:
+        if config.model_path:
+            return config.model_path
+        from quantmark.tasks.detection.builtin.detector import builtin_detector_onnx
+
+        return str(builtin_detector_onnx())
+
+    def resolve_spec(self, config: Any) -> Any:
+        """The detector's spec from its file: input size, head and classes as it states them
+        (an [N, K, 6] head states none: --num-classes or the dataset's count), letterboxed
+        0-1 RGB inputs as Ultralytics' models take them."""
+        from quantmark.models.workload import inspect_onnx, parse_input_size
+        from quantmark.models.zoo import ModelSpec
+
+        path = self.model_file(config)
+        where = f"--model-path {path}" if config.model_path else f"model {config.model}"
+        stated = inspect_onnx(path, where, self.name)
+        given = parse_input_size(config.input_size)
+        height = stated.height or (given[0] if given else None)
+        width = stated.width or (given[1] if given else None)
+        if height is None or width is None:
+            raise UserError(f"{where} has a dynamic input size; give it with --input-size HxW "
+                            "(the size it was exported at, e.g. 640)")
+        head = _head_of(path)
+        classes = stated.classes or config.num_classes
+        if config.num_classes and stated.classes and config.num_classes != stated.classes:
+            raise UserError(f"{where} scores {stated.classes} classes, not --num-classes "
+                            f"{config.num_classes}; drop --num-classes")
+        return ModelSpec(name=config.model, mean=(0.0, 0.0, 0.0), std=(255.0, 255.0, 255.0),
+                         builder=_no_builder, input_size=height, input_width=width,
+                         resize_short=max(height, width), num_classes=classes,
+                         resize_rule="letterbox", channels=stated.channels,
+                         input_dtype=stated.dtype, builtin_dataset=BUILTIN_MODEL,
+                         performance_sample_count=1024, task=self.name, head=head)
+
+    def open_dataset(self, config: Any, spec: Any) -> Any:
+        from quantmark.tasks.detection.datasets import check_model_classes, open_detection_dataset
+
+        if config.dataset_path is None:
+            from quantmark.tasks.detection.builtin.canvases import builtin_detection_root
+
+            root = str(builtin_detection_root())
+        else:
+            root = config.dataset_path
+        dataset = open_detection_dataset(root, names=config.labels)
+        if not spec.num_classes:
+            return dataset  # the nms head states no class count; its classes are the dataset's
+        check_model_classes(dataset, spec.num_classes, spec.name)
+        return dataset
+
+    def respond(self, spec: Any) -> Respond | None:
+        from quantmark.tasks.detection.postprocess import Postprocess
+
+        return Postprocess(head=spec.head, num_classes=spec.num_classes)
+
+    def describe(self, spec: Any) -> dict[str, Any]:
+        from quantmark.tasks.detection.postprocess import Postprocess
+
+        post = Postprocess(head=spec.head, num_classes=spec.num_classes)
+        return {**super().describe(spec), "head": spec.head, "postprocess": post.describe(),
+                "input": f"letterbox {spec.input_size}x{spec.input_width}, RGB, pixels/255"}
+
+    def score(self, work: Path, prepared: Any) -> dict[str, Any]:
+        """COCO mAP of the accuracy log's detections, mapped back to each image's pixels."""
+        from quantmark.tasks.detection import scoring
+        from quantmark.tasks.detection.targets import check_target
+
+        dataset, spec = prepared.dataset, prepared.spec
+        count = prepared.qsl.total_count
+        by_index, missing = scoring.read_detections(work / "mlperf_log_accuracy.json", count)
+        if missing:
+            return {"missing": missing}
+        rows = dataset.cache_rows
+        original = {}
+        for index, detections in by_index.items():
+            height, width = (int(v) for v in dataset.image_sizes[rows[index]])
+            original[index] = scoring.to_original(detections, height, width, spec.input_size,
+                                                  spec.input_width)
+        image_ids = [dataset.image_id(int(row)) for row in rows]
+        results = scoring.coco_detections(original, image_ids, dataset.categories)
+        atomic_write_text(work / DETECTIONS_FILE, json.dumps(results))
+        found = scoring.evaluate(dataset.ground_truth(rows), results)
+        target = check_target(found, dataset)
+        atomic_write_text(work / "accuracy.txt", scoring.accuracy_text(found, target))
+        return {"map": 100.0 * found.map, "map50": 100.0 * found.map50, "images": len(rows),
+                "detections": len(results), "target": target.to_record() if target else None}
+
+
+def _head_of(path: str | Path) -> str:
+    """"raw" or "nms": the detector's output form (its first 3-D float output)."""
+    import onnx
+
+    from quantmark.models.workload import detector_head
+
+    proto = onnx.load(str(path), load_external_data=False)
+    for output in proto.graph.output:
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in output.type.tensor_type.shape.dim]
+        head = detector_head(dims)
+        if head:
+            return head[0]
+    return "raw"
+
+
+TASK = DetectionTask()

@@ -1,0 +1,78 @@
+"""The one interface every task folder implements (``tasks/<task>/task.py`` declares ``TASK``).
+
+A task owns what a model's output means: how a model of the task is recognised from its file,
+its dataset readers and preprocessing, the postprocessing a SUT runs inside its timed work
+(MLPerf: the SUT returns final answers, e.g. a detector's detections after NMS), and the
+quality metric with its official-form ``accuracy.txt``. The run, the record and the reports ask
+the task; none of them says "top-1" itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from quantmark.ground.metric import Metric
+
+#: ``respond(outputs, qsl_indices)``: the model's outputs for a batch -> one float32 response
+#: array per sample (what LoadGen logs); run on the SUT's thread, inside the timed work
+Respond = Callable[[np.ndarray, Sequence[int]], list[np.ndarray]]
+
+
+class Task(ABC):
+    """A kind of model and how it is scored. Instances are stateless; one per task folder."""
+
+    #: the task's name (the folder's): ``--task`` takes it, results.json records it
+    name: ClassVar[str]
+    #: how its quality is measured
+    metric: ClassVar[Metric]
+    #: the built-in models this task owns (``--model NAME`` picks the task)
+    models: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def claims(self, model_path: Path) -> bool:
+        """Whether the model file's inputs and outputs are this task's (read, not run)."""
+
+    @abstractmethod
+    def resolve_spec(self, config: Any) -> Any:
+        """The run's ``ModelSpec``: a pure function of the config, so the parent (validating)
+        and the test process (running) resolve the same one."""
+
+    def model_file(self, config: Any) -> str | None:
+        """The model file the SUT loads: ``--model-path``, or the file a built-in model of the
+        task is (a detector quantmark trained); None for a model built from its weights."""
+        return config.model_path
+
+    @abstractmethod
+    def open_dataset(self, config: Any, spec: Any) -> Any:
+        """The run's dataset (``--dataset-path`` or the task's built-in one), checked against
+        the model: one line naming both where they do not fit."""
+
+    def sample_library(self, dataset: Any, spec: Any, backend: Any) -> Any:
+        """The LoadGen QSL over the dataset's evaluation images, preprocessed by the spec's
+        recipe into the backend's layout (image tasks share the uint8 cache)."""
+        from quantmark.qsl.library import QuerySampleLibrary
+        from quantmark.qsl.preprocess import recipe_for
+
+        return QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
+                                               spec.performance_sample_count,
+                                               encode=backend.encode_samples)
+
+    def respond(self, spec: Any) -> Respond | None:
+        """The postprocessing the SUT runs after predict, in its timed work; None: the
+        classification convention (one float32 class per sample, argmax in the harness)."""
+        return None
+
+    def describe(self, spec: Any) -> dict[str, Any]:
+        """What results.json records of the task (its name, metric, postprocessing)."""
+        return {"name": self.name, "metric": self.metric.to_record()}
+
+    @abstractmethod
+    def score(self, work: Path, prepared: Any) -> dict[str, Any]:
+        """Score an accuracy run's ``mlperf_log_accuracy.json`` in ``work``: write the
+        official-form ``accuracy.txt`` and return the record's accuracy (the figure under
+        ``metric.key``; ``missing``: samples without a response, then nothing is written)."""
