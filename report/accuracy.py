@@ -14,158 +14,35 @@ that held calibration images out has other indices for the same images.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from quantmark.ground.errors import UserError
-from quantmark.ground.hashing import hash_file
+from quantmark.tasks.accuracy_log import ACCURACY_LOG, read_log_entries
+from quantmark.tasks.classification.scoring import (
+    AccuracyResult,
+    accuracy_text,
+    compute_accuracy,
+    decode_predictions,
+    decode_value,
+    read_classes,
+    read_val_map,
+    read_val_map_labels,
+    score,
+)
 
 if TYPE_CHECKING:
     from quantmark.report.stats import AccuracyChange
 
-ACCURACY_LOG = "mlperf_log_accuracy.json"
-
-
-@dataclass(frozen=True)
-class AccuracyResult:
-    good: int
-    total: int
-    duplicates: int
-    missing: int = 0  # expected qsl indices with no response (only when the count is known)
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.good / self.total if self.total else 0.0
-
-    def line(self) -> str:
-        """The first line of accuracy.txt, in the official script's form."""
-        return f"accuracy={self.percent:.3f}%, good={self.good}, total={self.total}"
-
-
-def read_log_entries(log_path: str | Path) -> list[dict]:
-    """The accuracy log's entries; a file that is not LoadGen's is a one-line UserError."""
-    path = Path(log_path)
-    try:
-        entries = json.loads(path.read_text() or "[]")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read accuracy log {path} ({type(exc).__name__}); pass the "
-                        "mlperf_log_accuracy.json of a finished LoadGen run") from None
-    if not isinstance(entries, list):
-        raise UserError(f"{path} is not a LoadGen accuracy log (a JSON list of "
-                        "{seq_id, qsl_idx, data}); pass mlperf_log_accuracy.json")
-    for number, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise UserError(f"{path}: entry {number} is {type(entry).__name__} "
-                            f"{_short(entry)}, not an object {{seq_id, qsl_idx, data}}; pass "
-                            "the mlperf_log_accuracy.json LoadGen wrote")
-        lacking = [key for key in ("qsl_idx", "data") if key not in entry]
-        if lacking:
-            raise UserError(f"{path}: entry {number} has no {' or '.join(lacking)} (got "
-                            f"{_short(sorted(entry))}); pass the mlperf_log_accuracy.json "
-                            "LoadGen wrote")
-    return entries
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def decode_value(hex_data: object, where: str = "response") -> float:
-    """A response's first float32 (the predicted class); an empty response is -1. ``data`` that
-    is not LoadGen's hex (another type, odd length, non-hex digits) is a one-line UserError."""
-    if not isinstance(hex_data, str):
-        raise UserError(f"{where}: data is {type(hex_data).__name__} {_short(hex_data)}, not a "
-                        "hex string; pass the mlperf_log_accuracy.json LoadGen wrote")
-    try:
-        raw = bytes.fromhex(hex_data)
-    except ValueError:
-        raise UserError(f"{where}: data {_short(hex_data)} is not hex bytes (odd length or "
-                        "non-hex digits); pass the mlperf_log_accuracy.json LoadGen wrote"
-                        ) from None
-    return float(np.frombuffer(raw[:4], dtype=np.float32)[0]) if len(raw) >= 4 else -1.0
-
-
-def _index(entry: dict, where: str) -> int:
-    index = entry["qsl_idx"]
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise UserError(f"{where}: qsl_idx {_short(index)} is not a sample index (an integer "
-                        ">= 0); pass the mlperf_log_accuracy.json LoadGen wrote")
-    return index
-
-
-def decode_predictions(log_path: str | Path) -> tuple[dict[int, float], int]:
-    """qsl_idx -> predicted class (float32), and how many duplicate entries were dropped."""
-    predictions: dict[int, float] = {}
-    duplicates = 0
-    for number, entry in enumerate(read_log_entries(log_path)):
-        where = f"{log_path}: entry {number}"
-        index = _index(entry, where)
-        value = decode_value(entry["data"], where)  # a malformed duplicate is still malformed
-        if index in predictions:
-            duplicates += 1
-            continue
-        predictions[index] = value
-    return predictions, duplicates
-
-
-def score(predictions: dict[int, float], labels: np.ndarray | list[int], duplicates: int = 0,
-          expected_count: int | None = None) -> AccuracyResult:
-    """Compare each prediction with ``labels[qsl_idx]``; an index beyond the labels is wrong."""
-    label_array = np.asarray(labels)
-    good = sum(  # a NaN or infinite class (a broken SUT's bytes) is simply wrong
-        1 for index, predicted in predictions.items()
-        if 0 <= index < len(label_array) and math.isfinite(predicted)
-        and int(predicted) == int(label_array[index])
-    )
-    missing = 0
-    if expected_count is not None:
-        missing = sum(1 for i in range(expected_count) if i not in predictions)
-    return AccuracyResult(good=good, total=len(predictions), duplicates=duplicates,
-                          missing=missing)
-
-
-def compute_accuracy(log_path: str | Path, labels: np.ndarray | list[int],
-                     expected_count: int | None = None) -> AccuracyResult:
-    """Decode the log and score it against ``labels`` (index = qsl_idx)."""
-    predictions, duplicates = decode_predictions(log_path)
-    return score(predictions, labels, duplicates, expected_count)
-
-
-def read_val_map_labels(path: str | Path) -> list[int]:
-    """Labels in line order of a ``<relative path> <label>`` file (the official script's input)."""
-    file = Path(path)
-    if not file.is_file():
-        raise UserError(f"val_map {file} does not exist; pass the val_map.txt the run used")
-    return [label for _, label in read_val_map(file)]
-
-
-def read_classes(folder: str | Path) -> list[str] | None:
-    """The class names a run scored against (``classes.txt`` beside its val_map.txt, written
-    when the dataset named its classes), in label order; None when it has none."""
-    from quantmark.qsl.label_space import CLASSES_FILE, read_class_names
-
-    file = Path(folder) / CLASSES_FILE
-    return read_class_names(file) if file.is_file() else None
-
-
-def read_val_map(file: Path) -> list[tuple[str, int]]:
-    """A run's val_map items. Its labels are any integer >= 0, each named when classes.txt lies
-    beside it (a class-folder dataset of 10 classes is labelled 0..9); a bare val_map keeps
-    ImageNet's refusal of 1-based labels (top label 1000)."""
-    from quantmark.qsl.imagenet import parse_val_map
-    from quantmark.qsl.label_space import CLASSES_FILE
-
-    classes = read_classes(file.parent)
-    items, _ = parse_val_map(file.read_bytes(), file, None if classes is None else len(classes),
-                             file.parent / CLASSES_FILE)
-    return items
+# the classification task's scoring (quantmark.tasks.classification.scoring), named here for the
+# official-form command below and the readers that pair two runs' samples
+__all__ = ["ACCURACY_LOG", "AccuracyResult", "Pairing", "RunSamples", "accuracy_text",
+           "compute_accuracy", "decode_predictions", "decode_value", "main", "pair",
+           "paired_change", "read_classes", "read_log_entries", "read_val_map",
+           "read_val_map_labels", "run_samples", "samples_change", "score"]
 
 
 @dataclass(frozen=True)
@@ -265,14 +142,6 @@ def samples_change(base: RunSamples, cand: RunSamples, by_source_image: bool = F
     change = accuracy_change([base.correct(r) for r in pairing.rows_a],
                              [cand.correct(r) for r in pairing.rows_b], groups)
     return replace(change, left_out=pairing.left_out)
-
-
-def accuracy_text(result: AccuracyResult, log_path: str | Path | None = None) -> str:
-    """accuracy.txt: the official first line, then (submission form) the full log's sha256."""
-    lines = [result.line()]
-    if log_path is not None:
-        lines.append(f"hash={hash_file(log_path, length=64)}")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

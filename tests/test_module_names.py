@@ -1,8 +1,9 @@
 """No two modules of the installed package share a name, and no module is named like a package:
 where a name says what a thing is, one reader, one grep and one traceback line find one file.
 
-The framework folders (``sut/<framework>/``) are the exception by design: each repeats the same
-template (``backend.py``, ``suts.py``, ``convert.py`` ...). They are compared with nothing among
+The framework folders (``sut/<framework>/``) and the task folders (``tasks/<task>/``) are the
+exception by design: each repeats its kind's template (``backend.py``, ``suts.py``,
+``convert.py`` ...; ``definition.py``, ``scoring.py`` ...). They are compared with nothing among
 themselves, but no module outside them may take one of their names either.
 
 The command-line verbs (``quantmark/commands/<verb>.py``) are named after their verb, a naming
@@ -47,7 +48,10 @@ def _verb_modules() -> dict[str, str]:
 
 
 def _framework_folders() -> list[Path]:
-    return [d for d in sorted((ROOT / "sut").iterdir()) if (d / "__init__.py").is_file()]
+    """The framework folders (``sut/<framework>/``) and the task folders (``tasks/<task>/``):
+    each folder of a kind repeats its kind's template (``definition.py``, ``scoring.py`` ...)."""
+    return [d for part in ("sut", "tasks") for d in sorted((ROOT / part).iterdir())
+            if (d / "__init__.py").is_file()]
 
 
 def _inventory() -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:

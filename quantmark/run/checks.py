@@ -180,7 +180,7 @@ def validate(config: RunConfig) -> None:
     """Raise UserError for the first problem found in ``config``."""
     from quantmark.scenarios.settings import validate_scenario
     from quantmark.sut.registry import check_options, require_available
-    from quantmark.tasks.registry import task_for
+    from quantmark.tasks.catalog import task_for
 
     validate_scenario(config.scenario)
     task = None

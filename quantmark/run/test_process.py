@@ -33,8 +33,8 @@ from quantmark.scenarios.settings import BuiltSettings, Measurement, SettingsPla
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.registry import load_factory, require_available
 from quantmark.sut.warmup import measure
-from quantmark.tasks.interface import Task
-from quantmark.tasks.registry import get_task, task_for
+from quantmark.tasks.contract import Task
+from quantmark.tasks.catalog import get_task, task_for
 
 # A quick performance run's LoadGen window may last this many times what it should take (at
 # least QUICK_WALL_MIN_S): a SUT far slower than its warm-up estimate fails instead of running

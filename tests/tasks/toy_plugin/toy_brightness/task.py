@@ -13,7 +13,7 @@ import numpy as np
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import Metric
-from quantmark.tasks.interface import Respond, Task
+from quantmark.tasks.contract import Respond, Task
 
 
 def _no_builder(num_classes: int) -> Any:

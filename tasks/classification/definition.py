@@ -1,9 +1,9 @@
 """Image classification: a model with one image input and an ``[N, classes]`` output, a
 labelled image folder (val_map.txt or class folders), top-1 accuracy.
 
-The model, dataset and scoring code it names still live where they grew (models.workload,
-qsl, report.accuracy); this folder is the seam every layer above asks, so a second task runs
-through the same run, record and reports."""
+Its scoring lives here (scoring.py, label_shift.py); the model and dataset readers it names
+still live where they grew (models.workload, qsl), shared with the image machinery every image
+task uses."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import TOP1, Metric
-from quantmark.tasks.interface import Task
+from quantmark.tasks.contract import Task
 
 
 class ClassificationTask(Task):
@@ -48,12 +48,12 @@ class ClassificationTask(Task):
     def score(self, work: Path, prepared: Any) -> dict[str, Any]:
         """Top-1 from the accuracy log, written as accuracy.txt unless samples are missing;
         near 0% with the model's classes one off the labels, with a ``hint`` that says so."""
-        from quantmark.report.accuracy import (
+        from quantmark.tasks.classification.label_shift import note_shift
+        from quantmark.tasks.classification.scoring import (
             accuracy_text,
             compute_accuracy,
             read_val_map_labels,
         )
-        from quantmark.report.label_shift import note_shift
 
         accuracy = compute_accuracy(work / "mlperf_log_accuracy.json",
                                     read_val_map_labels(work / "val_map.txt"),

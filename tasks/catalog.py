@@ -1,5 +1,5 @@
 """Every task quantmark knows, found the way framework folders are: each sub-package of
-``quantmark.tasks`` with a ``task`` module declaring ``TASK``, and every module named in the
+``quantmark.tasks`` with a ``definition`` module declaring ``TASK``, and every module named in the
 ``quantmark.tasks`` entry-point group of an installed distribution (a task living outside
 quantmark). ``task_for`` picks a run's task: ``--task``, else the built-in model's owner, else
 the one task whose ``claims`` accepts the model file."""
@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.errors import UserError
-from quantmark.tasks.interface import Task
+from quantmark.tasks.contract import Task
 
 ENTRY_POINT_GROUP = "quantmark.tasks"
 DEFAULT_TASK = "classification"
+#: the module of a task folder that declares ``TASK`` (tasks/<task>/definition.py)
+DEFINITION = "definition"
 
 
 def _declared(module_name: str) -> Task:
     module = importlib.import_module(module_name)
     task = getattr(module, "TASK", None)
     if not isinstance(task, Task):
-        raise TypeError(f"{module_name}.TASK is not a quantmark.tasks.interface.Task")
+        raise TypeError(f"{module_name}.TASK is not a quantmark.tasks.contract.Task")
     return task
 
 
@@ -35,7 +37,7 @@ def all_tasks() -> dict[str, Task]:
     package = importlib.import_module("quantmark.tasks")
     found: dict[str, Task] = {}
     for info in pkgutil.iter_modules(package.__path__, "quantmark.tasks."):
-        module = f"{info.name}.task"
+        module = f"{info.name}.{DEFINITION}"
         if info.ispkg and importlib.util.find_spec(module) is not None:
             task = _declared(module)
             found[task.name] = task

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantmark.report.label_shift import note_shift, shift_hint
+from quantmark.tasks.classification.label_shift import note_shift, shift_hint
 from tests.report.test_accuracy import write_log, write_val_map
 
 N = 500

@@ -54,7 +54,7 @@ def shift_hint(predictions: dict[int, float], labels: np.ndarray | list[int],
 def note_shift(accuracy: dict[str, Any], work: Path, meta: dict[str, Any] | None) -> None:
     """Add ``hint`` to an accuracy record (and log it) when ``shift_hint`` finds one; a run
     that scores 1% or more is not read again."""
-    from quantmark.report.accuracy import decode_predictions, read_val_map_labels
+    from quantmark.tasks.classification.scoring import decode_predictions, read_val_map_labels
 
     if accuracy.get("top1") is None or accuracy["top1"] >= NEAR_ZERO_PCT:
         return

@@ -1,4 +1,4 @@
-"""The one interface every task folder implements (``tasks/<task>/task.py`` declares ``TASK``).
+"""The one interface every task folder implements (``tasks/<task>/definition.py`` declares ``TASK``).
 
 A task owns what a model's output means: how a model of the task is recognised from its file,
 its dataset readers and preprocessing, the postprocessing a SUT runs inside its timed work

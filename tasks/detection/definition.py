@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import Metric
-from quantmark.tasks.interface import Respond, Task
+from quantmark.tasks.contract import Respond, Task
 
 #: the built-in detector (trained by quantmark on real digit scans, see builtin/)
 BUILTIN_MODEL = "digits-detect"
