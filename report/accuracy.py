@@ -36,12 +36,13 @@ from quantmark.tasks.classification.scoring import (
 
 if TYPE_CHECKING:
     from quantmark.report.stats import AccuracyChange
+    from quantmark.tasks.contract import QualityChange, Task
 
 # the classification task's scoring (quantmark.tasks.classification.scoring), named here for the
 # official-form command below and the readers that pair two runs' samples
 __all__ = ["ACCURACY_LOG", "AccuracyResult", "Pairing", "RunSamples", "accuracy_text",
            "compute_accuracy", "decode_predictions", "decode_value", "main", "pair",
-           "paired_change", "read_classes", "read_log_entries", "read_val_map",
+           "paired_change", "read_classes", "run_task", "read_log_entries", "read_val_map",
            "read_val_map_labels", "run_samples", "samples_change", "score"]
 
 
@@ -114,16 +115,30 @@ def pair(a: RunSamples, b: RunSamples) -> Pairing | None:
 
 
 def paired_change(baseline: str | Path, candidate: str | Path, by_source_image: bool = False
-                  ) -> AccuracyChange | None:
+                  ) -> AccuracyChange | QualityChange | None:
     """The paired top-1 change from the baseline's accuracy run to the candidate's, on the
     images both answered, or None when they share none (or read other datasets). The samples
     are grouped by source image when either run folder has a val_groups.txt.
     ``by_source_image`` (the built-in dataset) groups a run recorded before val_groups.txt
     existed by label, one or two photos each: coarser than by photo, so still valid."""
+    task = run_task(baseline)
+    if task is not None and task.pairs_runs:  # a detector's mAP: the task pairs its runs
+        return task.paired_change(Path(baseline), Path(candidate))
     base, cand = run_samples(baseline), run_samples(candidate)
     if base is None or cand is None:
         return None
     return samples_change(base, cand, by_source_image)
+
+
+def run_task(folder: str | Path) -> Task | None:
+    """The task an accuracy run folder's results.json names; None for a folder without one
+    (a member's logs in an ensemble) or a record written before tasks (classification)."""
+    from quantmark.report.current_set import read_results
+    from quantmark.tasks.catalog import get_task
+
+    results = read_results(Path(folder))
+    name = (results.task or {}).get("name") if results else None
+    return get_task(name) if name else None
 
 
 def samples_change(base: RunSamples, cand: RunSamples, by_source_image: bool = False

@@ -10,9 +10,10 @@ disturbed.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from quantmark.report.accuracy import RunSamples, run_samples, samples_change
+from quantmark.report.accuracy import RunSamples, run_samples, run_task, samples_change
 from quantmark.report.agreement import agree
 from quantmark.report.stats import (
     CONFIDENCE,
@@ -152,6 +153,10 @@ class AccuracyLogs:
         self.accuracy = accuracy
         self._samples: dict[tuple[str, str, str], RunSamples | None] = {}
 
+    def _pairs_itself(self, key: tuple[str, str, str]) -> bool:
+        task = run_task(self.accuracy[key]["folder"])
+        return task is not None and task.pairs_runs
+
     def samples(self, key: tuple[str, str, str]) -> RunSamples | None:
         """The run's samples; None for a run not in the study, or without its log or val_map."""
         if key not in self.accuracy:
@@ -164,6 +169,8 @@ class AccuracyLogs:
                   ) -> float | None:
         """Percent of images whose top-1 class equals the FP32 SUT's: what quantization
         changed, meaningful even for random weights, where top-1 is at chance level."""
+        if key in self.accuracy and self._pairs_itself(key):
+            return None  # top-1 agreement is classification's; a detector's change is its mAP
         mine, theirs = self.samples(key), self.samples(reference)
         result = agree(mine, theirs) if mine and theirs else None
         return result.percent if result and result.compared else None
@@ -175,6 +182,10 @@ class AccuracyLogs:
         by source image where the runs recorded one (val_groups.txt)."""
         if key == reference:
             return None
+        task = run_task(self.accuracy[key]["folder"]) if key in self.accuracy else None
+        if task is not None and task.pairs_runs and reference in self.accuracy:
+            return task.paired_change(Path(self.accuracy[reference]["folder"]),
+                                      Path(self.accuracy[key]["folder"]))
         mine, theirs = self.samples(key), self.samples(reference)
         if mine is None or theirs is None:
             return None

@@ -1,4 +1,4 @@
-"""The one interface every task folder implements (``tasks/<task>/definition.py`` declares ``TASK``).
+"""The one interface every task folder implements (its ``definition.py`` declares ``TASK``).
 
 A task owns what a model's output means: how a model of the task is recognised from its file,
 its dataset readers and preprocessing, the postprocessing a SUT runs inside its timed work
@@ -9,8 +9,10 @@ the task; none of them says "top-1" itself.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +25,41 @@ from quantmark.ground.metric import Metric
 Respond = Callable[[np.ndarray, Sequence[int]], list[np.ndarray]]
 
 
+@dataclass(frozen=True)
+class QualityChange:
+    """A candidate's change in its task's metric against a baseline on the same samples, in
+    the metric's points, with its interval: what a task that pairs its own runs returns, read
+    by the reports exactly as classification's top-1 change (``report.stats.AccuracyChange``)."""
+
+    delta_points: float
+    low: float
+    high: float
+    n_samples: int  # compared: the images both runs answered
+    n_groups: int  # the independent units resampled (images)
+    method: str  # e.g. "bootstrap over images"
+    metric: str  # e.g. "mAP@[.5:.95]"
+    baseline: float = math.nan  # the two figures, in the metric's points
+    candidate: float = math.nan
+    p_value: float = math.nan
+    left_out: int = 0
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def verdict(self) -> str:
+        if not self.significant:
+            return "no measurable change"
+        return "better" if self.delta_points > 0 else "worse"
+
+    def text(self) -> str:
+        """``-0.84 pt mAP@[.5:.95] [-1.90, +0.21] over 360 images, bootstrap over images: no
+        measurable change``."""
+        return (f"{self.delta_points:+.2f} pt {self.metric} [{self.low:+.2f}, {self.high:+.2f}] "
+                f"over {self.n_groups} images, {self.method}: {self.verdict}")
+
+
 class Task(ABC):
     """A kind of model and how it is scored. Instances are stateless; one per task folder."""
 
@@ -32,6 +69,9 @@ class Task(ABC):
     metric: ClassVar[Metric]
     #: the built-in models this task owns (``--model NAME`` picks the task)
     models: ClassVar[tuple[str, ...]] = ()
+    #: whether the task pairs two accuracy runs itself (``paired_change``); classification's
+    #: samples are paired by the report's own readers (report.accuracy)
+    pairs_runs: ClassVar[bool] = False
 
     @abstractmethod
     def claims(self, model_path: Path) -> bool:
@@ -76,3 +116,8 @@ class Task(ABC):
         """Score an accuracy run's ``mlperf_log_accuracy.json`` in ``work``: write the
         official-form ``accuracy.txt`` and return the record's accuracy (the figure under
         ``metric.key``; ``missing``: samples without a response, then nothing is written)."""
+
+    def paired_change(self, baseline: Path, candidate: Path) -> QualityChange | None:
+        """The candidate accuracy run's change against the baseline's on the samples both
+        answered (``pairs_runs`` tasks); None where they share none or read other data."""
+        raise NotImplementedError(f"task {self.name} does not pair runs itself")
