@@ -169,7 +169,9 @@ def apply(spec: ModelSpec, data: Mapping[str, Any], *, default: str | None = Non
 def describe(spec: ModelSpec) -> str:
     """The recipe in words, as a run states it."""
     size = f"{spec.input_size}x{spec.input_width}"
-    rule = (f"stretch to {size}" if spec.resize_rule == "stretch"
+    rule = (f"stretch to {size}" if spec.resize_rule == "stretch" else
+            f"letterbox to {size} (aspect kept, grey 114 padding)"
+            if spec.resize_rule == "letterbox"
             else f"short side to {spec.resize_short}, centre crop {size}")
     if spec.input_dtype == "uint8":
         norm = "raw uint8 pixels"

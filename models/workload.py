@@ -280,10 +280,14 @@ def file_model_name(model_path: str | None) -> str | None:
         return None
     try:
         stated = inspect_onnx(model_path, f"--model-path {model_path}")
-    except UserError:
-        return None  # the run's validation says what is wrong, in one line
+    except UserError:  # not a classifier: another task's model (a detector) goes by its
+        try:  # name; a file no task reads is the run's validation's to name, in one line
+            inspect_onnx(model_path, f"--model-path {model_path}", "detection")
+        except UserError:
+            return None
+        stated = None
     default = MODELS[DEFAULT_MODEL]
-    if (stated.channels, stated.height, stated.width, stated.dtype) == \
+    if stated is not None and (stated.channels, stated.height, stated.width, stated.dtype) == \
             (3, default.input_size, default.input_width, "float32") and \
             stated.classes in (default.num_classes, default.num_classes + 1):
         return None

@@ -87,6 +87,12 @@ class Task(ABC):
         task is (a detector quantmark trained); None for a model built from its weights."""
         return config.model_path
 
+    def calibration_list(self, config: Any, dataset: Any) -> str | None:
+        """The images a static INT8 SUT calibrates on (one path a line, relative to the
+        dataset): ``--calibration-list``, or the task's own for its built-in dataset; None
+        holds calibration images out of the dataset (the same for every SUT)."""
+        return config.calibration_list
+
     @abstractmethod
     def open_dataset(self, config: Any, spec: Any) -> Any:
         """The run's dataset (``--dataset-path`` or the task's built-in one), checked against

@@ -33,8 +33,8 @@ from quantmark.scenarios.settings import BuiltSettings, Measurement, SettingsPla
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.registry import load_factory, require_available
 from quantmark.sut.warmup import measure
-from quantmark.tasks.contract import Task
 from quantmark.tasks.catalog import get_task, task_for
+from quantmark.tasks.contract import Task
 
 # A quick performance run's LoadGen window may last this many times what it should take (at
 # least QUICK_WALL_MIN_S): a SUT far slower than its warm-up estimate fails instead of running
@@ -90,7 +90,7 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
     spec = task.resolve_spec(config)
     info = require_available(config.sut)
     dataset = task.open_dataset(config, spec)
-    calibration = CalibrationProvider(dataset, spec, config.calibration_list)
+    calibration = CalibrationProvider(dataset, spec, task.calibration_list(config, dataset))
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
                          model_path=task.model_file(config), extra=dict(config.sut_options))

@@ -11,12 +11,16 @@ from typing import Any, ClassVar
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import Metric
-from quantmark.tasks.contract import Respond, Task
+from quantmark.tasks.contract import QualityChange, Respond, Task
 
 #: the built-in detector (trained by quantmark on real digit scans, see builtin/)
 BUILTIN_MODEL = "digits-detect"
 #: the COCO-format results (one entry per detection) an accuracy run leaves beside its log
 DETECTIONS_FILE = "detections.json"
+#: the COCO-format ground truth of the images it scored, beside it
+GROUND_TRUTH_FILE = "ground_truth.json"
+#: the built-in set's calibration: this many of its train canvases (MLPerf calibrates on 500)
+CALIBRATION_IMAGES = 256
 
 
 def _no_builder(num_classes: int) -> Any:
@@ -28,6 +32,7 @@ class DetectionTask(Task):
     name: ClassVar[str] = "detection"
     metric: ClassVar[Metric] = Metric(key="map", name="mAP@[.5:.95]", unit="%")
     models: ClassVar[tuple[str, ...]] = (BUILTIN_MODEL,)
+    pairs_runs: ClassVar[bool] = True
 
     def claims(self, model_path: Path) -> bool:
         from quantmark.models.workload import inspect_onnx
@@ -76,17 +81,39 @@ class DetectionTask(Task):
     def open_dataset(self, config: Any, spec: Any) -> Any:
         from quantmark.tasks.detection.datasets import check_model_classes, open_detection_dataset
 
-        if config.dataset_path is None:
-            from quantmark.tasks.detection.builtin.canvases import builtin_detection_root
+        builtin = config.dataset_path is None
+        if builtin:
+            from quantmark.tasks.detection.builtin.canvases import (
+                DESCRIPTION,
+                builtin_detection_root,
+            )
 
-            root = str(builtin_detection_root())
+            dataset = open_detection_dataset(builtin_detection_root(), names=config.labels)
+            dataset.description = DESCRIPTION
         else:
-            root = config.dataset_path
-        dataset = open_detection_dataset(root, names=config.labels)
-        if not spec.num_classes:
-            return dataset  # the nms head states no class count; its classes are the dataset's
-        check_model_classes(dataset, spec.num_classes, spec.name)
+            dataset = open_detection_dataset(config.dataset_path, names=config.labels)
+        #: MLPerf's yolo target is set on COCO's own val2017 (the built-in only mimics its layout)
+        dataset.coco_val2017 = (not builtin and dataset.layout == "coco"
+                                and dataset.source.name == "instances_val2017.json")
+        if spec.num_classes:  # an [N, K, 6] head states no class count: the dataset's rule
+            check_model_classes(dataset, spec.num_classes, spec.name)
         return dataset
+
+    def calibration_list(self, config: Any, dataset: Any) -> str | None:
+        """The built-in set calibrates on its train canvases (every evaluation image stays
+        scored); another dataset as classification's do."""
+        if config.calibration_list or config.dataset_path is not None:
+            return config.calibration_list
+        from quantmark.ground.hashing import atomic_write_text
+        from quantmark.ground.paths import cache_dir
+        from quantmark.tasks.detection.builtin.canvases import TRAIN, identity_key
+
+        train = sorted((dataset.root / TRAIN).glob("*.png"))[:CALIBRATION_IMAGES]
+        listing = cache_dir("calibration-lists") / f"{BUILTIN_MODEL}-{identity_key()}.txt"
+        text = "".join(f"{TRAIN}/{path.name}\n" for path in train)
+        if not listing.is_file() or listing.read_text() != text:
+            atomic_write_text(listing, text)
+        return str(listing)
 
     def respond(self, spec: Any) -> Respond | None:
         from quantmark.tasks.detection.postprocess import Postprocess
@@ -101,13 +128,15 @@ class DetectionTask(Task):
                 "input": f"letterbox {spec.input_size}x{spec.input_width}, RGB, pixels/255"}
 
     def score(self, work: Path, prepared: Any) -> dict[str, Any]:
-        """COCO mAP of the accuracy log's detections, mapped back to each image's pixels."""
+        """COCO mAP of the accuracy log's detections, mapped back to each image's pixels;
+        the detections (COCO results) and the ground truth they were scored against stay in
+        the run folder, so two runs are later paired image by image."""
         from quantmark.tasks.detection import scoring
-        from quantmark.tasks.detection.targets import check_target
+        from quantmark.tasks.detection.targets import check_workload
 
         dataset, spec = prepared.dataset, prepared.spec
-        count = prepared.qsl.total_count
-        by_index, missing = scoring.read_detections(work / "mlperf_log_accuracy.json", count)
+        by_index, missing = scoring.read_detections(work / "mlperf_log_accuracy.json",
+                                                    prepared.qsl.total_count)
         if missing:
             return {"missing": missing}
         rows = dataset.cache_rows
@@ -116,14 +145,36 @@ class DetectionTask(Task):
             height, width = (int(v) for v in dataset.image_sizes[rows[index]])
             original[index] = scoring.to_original(detections, height, width, spec.input_size,
                                                   spec.input_width)
-        image_ids = [dataset.image_id(int(row)) for row in rows]
-        results = scoring.coco_detections(original, image_ids, dataset.categories)
+        results = scoring.coco_detections(original, [dataset.image_id(int(r)) for r in rows],
+                                          dataset.categories)
+        truth = dataset.ground_truth(rows)
         atomic_write_text(work / DETECTIONS_FILE, json.dumps(results))
-        found = scoring.evaluate(dataset.ground_truth(rows), results)
-        target = check_target(found, dataset)
+        atomic_write_text(work / GROUND_TRUTH_FILE, json.dumps(truth))
+        found = scoring.evaluate(truth, results)
+        target = check_workload(100.0 * found.map, dataset.coco_val2017, len(rows))
         atomic_write_text(work / "accuracy.txt", scoring.accuracy_text(found, target))
         return {"map": 100.0 * found.map, "map50": 100.0 * found.map50, "images": len(rows),
-                "detections": len(results), "target": target.to_record() if target else None}
+                "detections": len(results), "target": target.line()}
+
+    def paired_change(self, baseline: Path, candidate: Path) -> QualityChange | None:
+        """The candidate's mAP change against the baseline's over the images both scored,
+        with a paired bootstrap interval over images; None where either run lacks its files
+        or the two were scored against other ground truth."""
+        from quantmark.tasks.detection import scoring
+
+        files = [(folder / DETECTIONS_FILE, folder / GROUND_TRUTH_FILE)
+                 for folder in (baseline, candidate)]
+        if not all(path.is_file() for pair in files for path in pair):
+            return None
+        truths = [json.loads(truth.read_text()) for _, truth in files]
+        if truths[0] != truths[1]:
+            return None
+        change = scoring.paired_change(truths[0], *(json.loads(found.read_text())
+                                                    for found, _ in files))
+        return QualityChange(delta_points=change.delta, low=change.low, high=change.high,
+                             n_samples=change.images, n_groups=change.images,
+                             method=change.method, metric=self.metric.name,
+                             baseline=change.baseline, candidate=change.candidate)
 
 
 def _head_of(path: str | Path) -> str:
