@@ -12,9 +12,12 @@ Changing it changes accuracy slightly, so it is part of the geometry key.
 
 Orientation: a photo's EXIF orientation (a camera held sideways) is applied before the resize,
 as image viewers and OpenCV's ``imread`` (MLPerf's ResNet-50 reference) do, for every SUT alike;
-it is part of the geometry key (GEOMETRY_VERSION 3). Images above Pillow's decompression-bomb
-warning size (about 89 Mpixels) are decoded with one log line naming the file; above its hard
-limit (twice that) they are refused, naming the limit and the fix.
+it is part of the geometry key (GEOMETRY_VERSION 3). Detectors take a letterbox instead of a
+crop (``letterbox_geometry``): the whole image scaled to fit, grey bars around it.
+
+Images above Pillow's decompression-bomb warning size (about 89 Mpixels) are decoded with one
+log line naming the file; above its hard limit (twice that) they are refused, naming the limit
+and the fix.
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ _PIL_RESAMPLING = Image.Resampling.BILINEAR
 
 Layout = Literal["NCHW", "NHWC"]
 #: how an image reaches the model's height and width: scale the short side to ``resize_short``
-#: and centre-crop (ImageNet evaluation), or stretch it to exactly that size (CIFAR-style
-#: training scripts, most fine-tuned detectors' classifiers)
-RESIZE_RULES = ("short-side", "stretch")
+#: and centre-crop (ImageNet evaluation), stretch it to exactly that size (CIFAR-style
+#: training scripts, most fine-tuned detectors' classifiers), or letterbox it: scale it to fit
+#: inside, aspect kept, and pad with grey (YOLO detectors: no object may be cropped away)
+RESIZE_RULES = ("short-side", "stretch", "letterbox")
+#: the letterbox's padding, the grey Ultralytics' YOLO models were trained with
+LETTERBOX_PAD = (114, 114, 114)
 CHANNEL_ORDERS = ("RGB", "BGR")
 INPUT_DTYPES = ("float32", "uint8")
 #: ITU-R 601-2 luma, the weights Pillow's convert("L") uses: a 1-channel model's input
@@ -62,7 +68,8 @@ class PreprocessRecipe:
     order (one value for a 1-channel model): ``out = (pixel - mean) / std``. A ``uint8``
     model takes the pixels as they are (mean 0, std 1). The fields after ``layout`` default to
     the ImageNet convention, and only a recipe that changes them has them in its keys, so
-    every existing cache keeps its key.
+    every existing cache keeps its key. ``resize_short`` only matters to the short-side rule;
+    a letterbox recipe's geometry key leaves it out, so letterboxes of one size share a cache.
     """
 
     resize_short: int = 256
@@ -114,13 +121,15 @@ class PreprocessRecipe:
     def geometry_key(self) -> str:
         """Key of what the uint8 cache depends on; normalisation and layout excluded on
         purpose."""
+        letterboxed = self.resize_rule == "letterbox"
         return hash_json(
             {
-                "resize_short": self.resize_short,
+                "resize_short": 0 if letterboxed else self.resize_short,
                 "crop": self.crop,
                 "resampling": RESAMPLING,
                 "version": GEOMETRY_VERSION,
                 **self._changed(("crop_width", "resize_rule")),
+                **({"pad": list(LETTERBOX_PAD)} if letterboxed else {}),
             }
         )
 
@@ -155,11 +164,38 @@ def crop_box(width: int, height: int, crop: int,
     return left, top, left + wide, top + crop
 
 
+def letterbox_geometry(image_height: int, image_width: int, target_height: int,
+                       target_width: int) -> tuple[float, int, int, int, int]:
+    """``(ratio, pad_top, pad_left, new_height, new_width)`` of an image letterboxed into the
+    model's ``target_height`` x ``target_width``: scaled by ``ratio`` (aspect kept, up or down)
+    to ``new_width`` x ``new_height`` and pasted at (``pad_left``, ``pad_top``) on a grey canvas.
+
+    THE one definition: ``decode_and_crop`` builds the input with it, and detection scoring
+    maps a box back to the original pixels with it (``x = (x_input - pad_left) / ratio``), so
+    the two can never disagree. Each new side is at least 1 pixel (a 1x10000 strip still has
+    a row), at most the target's.
+    """
+    if min(image_height, image_width, target_height, target_width) < 1:
+        raise ValueError(f"letterbox of a {image_width}x{image_height} image into "
+                         f"{target_width}x{target_height}: every side must be positive")
+    ratio = min(target_height / image_height, target_width / image_width)
+    new_width = min(target_width, max(1, round(image_width * ratio)))
+    new_height = min(target_height, max(1, round(image_height * ratio)))
+    pad_left = (target_width - new_width) // 2
+    pad_top = (target_height - new_height) // 2
+    return ratio, pad_top, pad_left, new_height, new_width
+
+
 def covering_size(width: int, height: int, recipe: PreprocessRecipe) -> tuple[int, int]:
-    """(w, h) the image is resized to: exactly the input size (stretch), or its short side at
-    ``resize_short`` (torchvision), grown where a non-square crop would not fit inside."""
+    """(w, h) the image is resized to: exactly the input size (stretch), the largest that fits
+    inside it (letterbox), or its short side at ``resize_short`` (torchvision), grown where a
+    non-square crop would not fit inside."""
     if recipe.resize_rule == "stretch":
         return recipe.width, recipe.height
+    if recipe.resize_rule == "letterbox":
+        _, _, _, new_height, new_width = letterbox_geometry(height, width, recipe.height,
+                                                            recipe.width)
+        return new_width, new_height
     w, h = resized_size(width, height, recipe.resize_short)
     grow = max(1.0, recipe.width / w, recipe.height / h)
     return (w, h) if grow == 1.0 else (max(recipe.width, round(w * grow)),
@@ -216,14 +252,28 @@ def upright(img: Image.Image) -> Image.Image:
     return img
 
 
+def letterbox(img: Image.Image, recipe: PreprocessRecipe) -> Image.Image:
+    """The whole image scaled to fit the model's input and centred on a grey canvas, as
+    ``letterbox_geometry`` says (the geometry scoring undoes)."""
+    _, pad_top, pad_left, new_height, new_width = letterbox_geometry(
+        img.height, img.width, recipe.height, recipe.width)
+    canvas = Image.new("RGB", (recipe.width, recipe.height), LETTERBOX_PAD)
+    canvas.paste(img.resize((new_width, new_height), _PIL_RESAMPLING), (pad_left, pad_top))
+    return canvas
+
+
 def decode_and_crop(path: str | os.PathLike, recipe: PreprocessRecipe) -> np.ndarray:
-    """Decode an image to upright RGB, resize it by the recipe's rule, centre crop: uint8
-    (height, width, 3). (A 1-channel model's luma is taken at load, from this RGB.)"""
+    """Decode an image to upright RGB, resize it by the recipe's rule, centre crop (or
+    letterbox): uint8 (height, width, 3). (A 1-channel model's luma is taken at load, from
+    this RGB.)"""
     with open_image(path) as img:
         img = to_rgb(upright(img))
-        size = covering_size(img.width, img.height, recipe)
-        img = img.resize(size, _PIL_RESAMPLING)
-        img = img.crop(crop_box(size[0], size[1], recipe.height, recipe.width))
+        if recipe.resize_rule == "letterbox":
+            img = letterbox(img, recipe)
+        else:
+            size = covering_size(img.width, img.height, recipe)
+            img = img.resize(size, _PIL_RESAMPLING)
+            img = img.crop(crop_box(size[0], size[1], recipe.height, recipe.width))
         out = np.asarray(img, dtype=np.uint8)
     if out.shape != (recipe.height, recipe.width, 3):  # pragma: no cover - PIL contract
         raise ValueError(f"{path}: unexpected crop shape {out.shape}")

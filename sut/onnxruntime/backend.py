@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.models.detector_graph import detector_artifact, is_detector, sample_shape
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.registry import find_sut, module_sut
@@ -92,6 +93,10 @@ class OnnxRuntimeBackend(Backend):
         self.artifact = artifact
         self.layout = (artifact.meta or {}).get("layout", "NCHW")
         self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
+        #: a detector's head output by name (the file may have others); a classifier's: all,
+        #: the first read
+        self._outputs = ([artifact.meta["output_name"]] if is_detector(artifact.meta or {})
+                         else None)
         self._session: Any = None
         self._input_name = ""
         self._executed: dict[str, Any] = {}
@@ -122,6 +127,7 @@ class OnnxRuntimeBackend(Backend):
             events = node_kernel_events(self._session.end_profiling())
             kernels = executed_kernels(events)
             self._inspect_profile(events)
+            detector = self._detector_evidence(events)
         executed, per_precision = precision_summary(kernels)
         self._executed = {
             "providers": self._session.get_providers(),
@@ -131,7 +137,18 @@ class OnnxRuntimeBackend(Backend):
             "source_qdq": _qdq_counts(self.model_path),
             "evidence": "onnxruntime profiler: kernels of one run at load, with input types",
         }
+        if detector:
+            self._executed["detector"] = detector
         self._check(per_precision)
+
+    def _detector_evidence(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """A detector's head as the profile shows it ran (float); nothing for a classifier."""
+        meta = self.artifact.meta or {}
+        if not is_detector(meta):
+            return {}
+        from quantmark.sut.onnxruntime.detection import head_evidence
+
+        return head_evidence(events, meta, self.sut.name)
 
     def _providers(self) -> list[Any]:
         """The execution providers the session is created with (the GPU SUTs override it)."""
@@ -172,7 +189,7 @@ class OnnxRuntimeBackend(Backend):
         log.warning("%s executed as %s: %s", name, self._executed["executed_precision"], note)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
-        return self._session.run(None, {self._input_name: batch})[0]
+        return self._session.run(self._outputs, {self._input_name: batch})[0]
 
     def describe(self) -> dict[str, Any]:
         import onnxruntime as ort
@@ -254,6 +271,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
         raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
                         f"torch state_dict (.pt/.pth) of model {options.model}")
     fp32 = fp32_onnx(spec, path)
+    if is_detector(spec):
+        fp32 = detector_artifact(fp32, spec)
     check_fixed_batch(fp32, options.batch_size)
     artifact = fp32
     if fp32.precision == "int8":  # the user's own quantized model runs as it is
@@ -272,6 +291,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     # spinning intra-op threads would starve those threads of the CPU between predictions;
     # so would they the other members of an ensemble (co-located models).
     spin = options.scenario != "Server" and not options.co_located
+    layout = artifact.meta.get("layout", "NCHW")
+    shape = (sample_shape(spec, layout) if is_detector(spec)
+             else recipe_for(spec, layout).input_shape())
     return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin,
-                              sut, recipe_for(spec, artifact.meta.get("layout", "NCHW"))
-                              .input_shape())
+                              sut, shape)

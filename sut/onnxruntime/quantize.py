@@ -8,6 +8,10 @@ Recipe, measured on this 2-core AVX-512 VNNI box (EfficientNet-Lite0, batch 8, 2
   run natively. S8S8 was 2x slower here (ratio ~0.80) with identical top-1 agreement.
 * **MinMax** calibration: same top-1 agreement as Percentile on our checks (0.875 of 48
   crops for Lite0) at half the calibration time; Entropy is slower still.
+
+A detector (its fp32 meta's ``task``) keeps its head's post-processing float in every INT8
+model, static and dynamic (``detection``: the nodes, found by structure, go to
+``nodes_to_exclude``); its task and head join every artifact key made from it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.detector_graph import is_detector, task_key
 from quantmark.models.qdq import ArrayReader, check_nchw_calibration, count_qdq_nodes
 from quantmark.sut.layers import Recipe
 
@@ -75,7 +80,7 @@ def quantize_key(fp32: Artifact, calibration_hash: str, changes: Recipe | None =
                            "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
     if changes is not None and changes.key():  # an unchanged recipe keeps its key
         key["changes"] = {**changes.key(), "version": CHANGES_VERSION}
-    return hash_json(key)
+    return hash_json({**key, **task_key(fp32.meta)})
 
 
 def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
@@ -99,6 +104,7 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
         t0 = time.perf_counter()
         quant_pre_process(str(fp32.path), str(pre))
         pre_s = time.perf_counter() - t0
+        head, head_meta = _float_head(fp32, pre)
         reader = ModelInputReader(calibration, fp32.meta.get("input_name", "input"),
                                   batch=QUANT_RECIPE["calibration_batch"])
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.onnx"
@@ -107,7 +113,7 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
             str(pre), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax,
-            nodes_to_exclude=list(changes.exclude) or None,
+            nodes_to_exclude=[*changes.exclude, *head] or None,
         )
         damaged = {name: factor for name, factor in changes.damage
                    if name not in changes.exclude}  # a layer kept in FP32 has no INT8 fault
@@ -124,8 +130,9 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
             "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
             "qdq": count_qdq_nodes(out), **({"changes": changes.key()} if changes.key() else {}),
         })
-        if changes.exclude:
+        if changes.exclude or head:
             meta["session_disabled_optimizers"] = list(KEEP_FP32_DISABLED_OPTIMIZERS)
+        meta.update(head_meta)
         # calibration_s: quantize_static start until the calibration data ran out (augmented
         # model inference); quantize_s: everything, pre-processing included.
         return Artifact(
@@ -137,6 +144,18 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
         )
 
     return cached_build(model, key, build)
+
+
+def _float_head(fp32: Artifact, pre: Path) -> tuple[list[str], dict[str, Any]]:
+    """A detector's head post-processing nodes in the pre-processed model (the names the
+    quantizer reads), kept float, and what the artifact records of them; none for a
+    classifier."""
+    if not is_detector(fp32.meta):
+        return [], {}
+    from quantmark.sut.onnxruntime.detection import float_head_meta, head_nodes
+
+    head, stops = head_nodes(pre, f"model {fp32.meta.get('model', fp32.path.stem)}")
+    return head, float_head_meta(head, stops)
 
 
 def describe_changes(changes: Recipe) -> str:
@@ -203,7 +222,8 @@ def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
     from onnxruntime.quantization import quantize_dynamic
 
     key = hash_json({"what": "ort-dynamic-int8", "fp32": fp32.key, "recipe": DYNAMIC_RECIPE,
-                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
+                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+                     **task_key(fp32.meta)})
     model = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:
@@ -213,16 +233,17 @@ def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
         # shape inference first: the dynamo export carries value_info that quantize_dynamic's
         # own inference contradicts (classifier dims) unless pre-processed
         quant_pre_process(str(fp32.path), str(pre))
+        head, head_meta = _float_head(fp32, pre)
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8dyn.onnx"
         quantize_dynamic(str(pre), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                         nodes_to_exclude=_depthwise_convs(pre))
+                         nodes_to_exclude=[*_depthwise_convs(pre), *head])
         seconds = time.perf_counter() - started
         pre.unlink()
         progress(f"quantized {model} in {seconds:.1f} s")
         meta = {k: v for k, v in fp32.meta.items() if k not in ("cached", "sha256", "recipe")}
         meta.update({"quant_recipe": DYNAMIC_RECIPE, "fp32_key": fp32.key,
                      "onnxruntime": onnxruntime.__version__, "sha256": hash_file(out),
-                     "qdq": count_qdq_nodes(out)})
+                     "qdq": count_qdq_nodes(out), **head_meta})
         return Artifact(path=out, format="onnx", precision="int8-dynamic", key=key,
                         weights=fp32.weights,
                         source_hash=fp32.meta.get("sha256") or hash_file(fp32.path),
@@ -249,7 +270,8 @@ def convert_fp16(fp32: Artifact) -> Artifact:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     key = hash_json({"what": "ort-fp16", "fp32": fp32.key, "recipe": FP16_RECIPE,
-                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__})
+                     "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+                     **task_key(fp32.meta)})
     model = fp32.meta.get("model", fp32.path.stem)
 
     def build(folder: Path) -> Artifact:

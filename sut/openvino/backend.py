@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.models.detector_graph import is_detector
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS, OV_STREAMS, OV_STREAMS_OPTION
@@ -227,6 +228,11 @@ class OpenVinoBackend(Backend):
             main = executed.split("+")[0]
             self._executed["other_precision_layers"] = {
                 name: names for name, names in evidence["layers"].items() if name != main}
+        if is_detector(self.artifact.meta or {}):  # its head: which layers ran it, how
+            from quantmark.sut.openvino.detection import head_evidence
+
+            self._executed["detector"] = head_evidence(compiled.get_runtime_model(),
+                                                       self.artifact.meta, self.sut.name)
         self._check(counts)
 
     def _check(self, counts: dict[str, dict[str, int]]) -> None:

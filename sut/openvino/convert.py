@@ -34,6 +34,7 @@ import openvino as ov
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.detector_graph import detector_artifact, is_detector, task_key, task_meta
 from quantmark.models.native_input import check_dtype, input_layout, wanted
 from quantmark.sut.layers import Recipe
 
@@ -147,6 +148,10 @@ def load_user_ir(path: str | Path, spec: Any) -> Artifact:
     layout = input_layout(dims, spec, where)
     element = inp.get_element_type().get_type_name()
     check_dtype(INPUT_TYPES.get(element, element), spec, where, dims)
+    if is_detector(spec):
+        from quantmark.sut.openvino.detection import user_detector_ir
+
+        return user_detector_ir(p, model, spec, where, layout)
     accepted = (spec.num_classes, spec.num_classes + 1)
     out_index = _classifier_output(model, accepted)
     if out_index is None:
@@ -182,7 +187,7 @@ def convert_key(source: Artifact, spec: Any = None) -> str:
             "openvino": ov.__version__, "recipe": CONVERT_RECIPE}
     if spec is not None and "user_file" in source.meta:
         what["input"] = [spec.channels, spec.input_size, spec.input_width]
-    return hash_json(what)
+    return hash_json({**what, **task_key(source.meta)})
 
 
 def fix_spatial_dims(model: ov.Model, size: Any, layout: str) -> bool:
@@ -207,12 +212,14 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
     from quantmark.models.source import fp32_onnx
 
     source = fp32_onnx(spec, model_path)
+    if is_detector(spec):
+        source = detector_artifact(source, spec)
     key = convert_key(source, spec)
 
     def build(folder: Path) -> Artifact:
         progress(f"converting {spec.name} to OpenVINO IR (one-off, then cached) ...")
         t0 = time.perf_counter()
-        model = ov.convert_model(str(source.path))
+        model, how = _convert(source, spec)
         static_batch = make_batch_dynamic(model)
         fix_spatial_dims(model, (spec.input_size, spec.input_width),
                          source.meta.get("layout", "NCHW"))
@@ -229,7 +236,7 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
             "output_index": _output_index(model, output_name), "static_batch": static_batch,
             "source_onnx": str(source.path), "source_key": source.key,
             "recipe": CONVERT_RECIPE, "openvino": ov.__version__,
-            "sha256": ir_files_hash(out),
+            "sha256": ir_files_hash(out), **how, **task_meta(spec),
         })
         # a QDQ ONNX converts to FakeQuantize ops: that IR is INT8, whatever the SUT asked
         precision = "int8" if _is_quantized(model) else "fp32"
@@ -239,6 +246,23 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
                         times={"convert_s": round(convert_s, 3)}, meta=meta)
 
     return cached_build(spec.name, key, build)
+
+
+def _convert(source: Artifact, spec: Any) -> tuple[ov.Model, dict[str, Any]]:
+    """``openvino.convert_model`` of the ONNX file, and what the artifact records of how; a
+    detector it cannot convert gets the one known fix, else is refused in one line."""
+    try:
+        return ov.convert_model(str(source.path)), {}
+    except RuntimeError as exc:
+        if not is_detector(spec):
+            raise
+        from quantmark.sut.openvino.detection import conversion_error, read_detector
+
+        where = f"model {spec.name}: --model-path {source.meta.get('user_file', source.path)}"
+        try:
+            return read_detector(source.path, where)
+        except (RuntimeError, ValueError):
+            raise conversion_error(exc, source.path, where) from None
 
 
 def _output_index(model: ov.Model, name: str | None) -> int:
@@ -260,13 +284,14 @@ def quantize_key(fp32: Artifact, calibration_hash: str, recipe: Recipe | None = 
                             "openvino": ov.__version__}
     if recipe is not None and recipe.key():
         what["layers"] = recipe.key()
-    return hash_json(what)
+    return hash_json({**what, **task_key(fp32.meta)})
 
 
 def _nncf_quantize(model: ov.Model, calibration: np.ndarray, recipe: dict[str, Any],
-                   layers: Recipe) -> tuple[ov.Model, Any]:
-    """NNCF's post-training quantization of ``model`` with ``recipe`` (the NNCF settings) and
-    the diagnosis' layers kept in FP32 (its ignored scope, also returned; None without)."""
+                   layers: Recipe, head: list[str]) -> tuple[ov.Model, Any]:
+    """NNCF's post-training quantization of ``model`` with ``recipe`` (the NNCF settings),
+    the diagnosis' layers and a detector's ``head`` kept in FP32 (its ignored scope, also
+    returned; None without)."""
     import nncf
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix
 
@@ -274,11 +299,12 @@ def _nncf_quantize(model: ov.Model, calibration: np.ndarray, recipe: dict[str, A
     # as given: the provider's samples are already the model's layout and input type
     batches = [np.ascontiguousarray(calibration[i:i + step])
                for i in range(0, len(calibration), step)]
-    ignored = None
+    names = list(head)
     if layers.exclude:
         from quantmark.sut.openvino.diagnose import ignored_names
 
-        ignored = nncf.IgnoredScope(names=ignored_names(model, layers.exclude))
+        names = list(dict.fromkeys([*ignored_names(model, layers.exclude), *head]))
+    ignored = nncf.IgnoredScope(names=names) if names else None
     # NNCF counts dataset items, not images: subset_size = all batches = every sample
     quantized = nncf.quantize(
         model, nncf.Dataset(batches), preset=nncf.QuantizationPreset.PERFORMANCE,
@@ -316,8 +342,9 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
         if fp32.meta.get("input_hw"):  # a user's IR with a dynamic height or width
             fix_spatial_dims(model, fp32.meta["input_hw"], fp32.meta.get("layout", "NCHW"))
         recipe = quant_recipe()
+        head, head_meta = _float_head(fp32, model)
         t0 = time.perf_counter()
-        quantized, ignored = _nncf_quantize(model, calibration, recipe, layers)
+        quantized, ignored = _nncf_quantize(model, calibration, recipe, layers, head)
         quantize_s = time.perf_counter() - t0
         if layers.damage:
             from quantmark.sut.openvino.diagnose import widen_weight_range
@@ -336,12 +363,25 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
             "openvino": ov.__version__, "fake_quantize_ops": int(fake_quantize),
             "sha256": ir_files_hash(out),
         })
+        if layers.key() or head:
+            meta["nncf_ignored_scope"] = list(ignored.names) if ignored else []
         if layers.key():
             meta["layer_recipe"] = layers.key()
-            meta["nncf_ignored_scope"] = list(ignored.names) if ignored else []
+        meta.update(head_meta)
         return Artifact(path=out, format="openvino-ir", precision="int8", key=key,
                         weights=fp32.weights,
                         source_hash=fp32.meta.get("sha256") or fp32.key,
                         times={"quantize_s": round(quantize_s, 3)}, meta=meta)
 
     return cached_build(model_name, key, build)
+
+
+def _float_head(fp32: Artifact, model: ov.Model) -> tuple[list[str], dict[str, Any]]:
+    """A detector's head post-processing ops in the model NNCF quantizes (kept FP32), and what
+    the artifact records of them; none for a classifier."""
+    if not is_detector(fp32.meta):
+        return [], {}
+    from quantmark.sut.openvino.detection import float_head_meta, head_ops
+
+    head, stops = head_ops(model, f"model {fp32.meta.get('model', fp32.path.stem)}")
+    return head, float_head_meta(head, stops)
