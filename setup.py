@@ -53,8 +53,8 @@ ORT_GPU = ["onnxruntime-gpu>=1.20", "onnx>=1.16", "nvidia-ml-py>=12"]
 TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # Photos the built-in default dataset is cut from (scikit-image, scikit-learn and matplotlib each
 # ship a few); matplotlib also draws the reports. Every x86 extra brings them; "pi" does not.
-# The detection task scores COCO mAP with pycocotools (MLPerf's own reference evaluator) and its paired interval with
-# scipy.stats.bootstrap.
+# The detection task scores COCO mAP with pycocotools (MLPerf's reference evaluator) and its
+# paired interval with scipy.stats.bootstrap.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7", "pycocotools>=2.0.7",
         "scipy>=1.10"]
 # Fleet sweeps (run.py sweep --cluster, run.py node): Ray's core, which has Linux x86-64 and
