@@ -5,6 +5,7 @@ or YOLO-format dataset, letterboxed inputs, NMS inside the SUT's timed work, COC
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,16 +45,23 @@ class DetectionTask(Task):
         return True
 
     def model_file(self, config: Any) -> str | None:
+        """``--model-path``, or the built-in detector exported at the run's size."""
         if config.model_path:
             return config.model_path
+        from quantmark.models.workload import parse_input_size
         from quantmark.tasks.detection.builtin.detector import builtin_detector_onnx
 
-        return str(builtin_detector_onnx())
+        given = parse_input_size(config.input_size)
+        if given and given[0] != given[1]:
+            raise UserError(f"--input-size {config.input_size}: {BUILTIN_MODEL} runs on square "
+                            "inputs; give one size, e.g. --input-size 128")
+        return str(builtin_detector_onnx(size=given[0] if given else None))
 
     def resolve_spec(self, config: Any) -> Any:
         """The detector's spec from its file: input size, head and classes as it states them
         (an [N, K, 6] head states none: --num-classes or the dataset's count), letterboxed
-        0-1 RGB inputs as Ultralytics' models take them."""
+        0-1 RGB inputs as Ultralytics' models take them. The built-in detector also names its
+        torch architecture and trainer (the torch SUTs build it from them)."""
         from quantmark.models.workload import inspect_onnx, parse_input_size
         from quantmark.models.zoo import ModelSpec
 
@@ -66,17 +74,25 @@ class DetectionTask(Task):
         if height is None or width is None:
             raise UserError(f"{where} has a dynamic input size; give it with --input-size HxW "
                             "(the size it was exported at, e.g. 640)")
-        head = _head_of(path)
+        if given and (height, width) != given:
+            raise UserError(f"{where} takes {height}x{width} images, not --input-size "
+                            f"{given[0]}x{given[1]}; drop --input-size or export the detector "
+                            "at that size")
         classes = stated.classes or config.num_classes
         if config.num_classes and stated.classes and config.num_classes != stated.classes:
             raise UserError(f"{where} scores {stated.classes} classes, not --num-classes "
                             f"{config.num_classes}; drop --num-classes")
-        return ModelSpec(name=config.model, mean=(0.0, 0.0, 0.0), std=(255.0, 255.0, 255.0),
+        spec = ModelSpec(name=config.model, mean=(0.0, 0.0, 0.0), std=(255.0, 255.0, 255.0),
                          builder=_no_builder, input_size=height, input_width=width,
                          resize_short=max(height, width), num_classes=classes,
                          resize_rule="letterbox", channels=stated.channels,
                          input_dtype=stated.dtype, builtin_dataset=BUILTIN_MODEL,
-                         performance_sample_count=1024, task=self.name, head=head)
+                         performance_sample_count=1024, task=self.name, head=_head_of(path))
+        if config.model_path:
+            return spec
+        from quantmark.tasks.detection.builtin import detector
+
+        return replace(spec, builder=detector.sized_builder(height), trainer=detector.__name__)
 
     def open_dataset(self, config: Any, spec: Any) -> Any:
         from quantmark.tasks.detection.datasets import check_model_classes, open_detection_dataset
