@@ -235,12 +235,17 @@ def verify(root: Path) -> str | None:
     return None
 
 
+#: the folders quantmark generates under datasets/: the photos, the digits, the detection
+#: canvases (tasks.detection.builtin), each regenerated when marked damaged
+GENERATED_PREFIXES = ("builtin-v", "digits-v", "digits-detect-v")
+
+
 def generated_root(path: str | os.PathLike) -> Path | None:
     """The built-in dataset folder that ``path`` lies in, or None for any other file."""
     datasets = os.path.realpath(cache_dir("datasets"))
     rel = os.path.relpath(os.path.realpath(path), datasets)
     top = Path(rel).parts[0] if rel != "." else ""
-    return Path(datasets) / top if top.startswith(("builtin-v", "digits-v")) else None
+    return Path(datasets) / top if top.startswith(GENERATED_PREFIXES) else None
 
 
 def forget(root: Path) -> None:
