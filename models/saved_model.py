@@ -6,6 +6,13 @@ ops and transposes the network to NHWC, TensorFlow's native layout, so the Saved
 tests). The batch stays dynamic: onnx2tf downloads a sample file when the batch is a small
 static number, which must never happen offline. A user's own SavedModel directory is accepted
 too (``load_user_saved_model``).
+
+A detector (``spec.task == "detection"``) is rewritten first: onnx2tf guesses layouts from
+static shapes, and with a dynamic batch the YOLO fixture's run-time shape arithmetic made it
+concatenate anchors on the wrong axis and slice the DFL output empty, and a [2, A] anchor
+constant meeting [N, 2, A] stopped it. ``fold_shape_arithmetic`` and ``align_constant_ranks``
+fix both without changing the function; ``check_detector`` then runs the SavedModel against
+onnxruntime and refuses a conversion that computes something else.
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ from quantmark.models.source import fp32_onnx
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
                       "layout": "NHWC", "onnxsim": False, "maxpool_zero_pad": True, "version": 2}
 SAVED_MODEL_FILE = "saved_model.pb"
+#: what a detector's conversion adds (its SavedModel key carries it with the task and head)
+DETECTOR_RECIPE = {"rewrites": ["shape arithmetic folded to constants (onnxruntime, batch 1 and "
+                                "2)", "broadcast constants given their operand's rank"],
+                   "check": "SavedModel vs onnxruntime, seeded batch of 2, error / (1 + |value|)"
+                            " <= 1e-3, nms rows matched to the nearest", "version": 1}
+#: elementwise ops with ONNX's numpy-style broadcasting (right-aligned: leading 1s change nothing)
+BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu",
+                          "Where", "Equal", "Less", "Greater", "And", "Or"})
 
 
 def tensorflow_version() -> str:
@@ -93,7 +108,25 @@ def saved_model_key(onnx_artifact: Artifact, spec: Any = None) -> str:
             "tensorflow": tensorflow_version(), "recipe": SAVED_MODEL_RECIPE}
     if spec is not None and "user_file" in onnx_artifact.meta:
         what["input"] = [spec.channels, spec.input_size, spec.input_width]
+    if is_detector(spec):  # never the key of a classifier of the same file
+        what["task"] = {"task": spec.task, "head": spec.head, "recipe": DETECTOR_RECIPE}
     return hash_json(what)
+
+
+def is_detector(spec: Any) -> bool:
+    return getattr(spec, "task", "classification") == "detection"
+
+
+def detector_layout(dims: list[int | None], spec: Any) -> bool | None:
+    """Whether a detector output of ``dims`` is the ONNX layout transposed (True: raw
+    [N, anchors, 4+C] or nms [N, 6, K], as onnx2tf may leave it), as it is (False: raw
+    [N, 4+C, anchors], nms [N, K, 6]), or not the spec's head (None)."""
+    if len(dims) != 3:
+        return None
+    rows, axis = (4 + spec.num_classes, 1) if spec.head == "raw" else (6, 2)
+    if dims[axis] == rows:
+        return False
+    return True if dims[3 - axis] == rows else None
 
 
 def safe_input_name(model: Any) -> str | None:
@@ -125,6 +158,202 @@ def fix_spatial_dims(model: Any, spec: Any) -> int:
     return fixed
 
 
+def _shape_derived(graph: Any) -> set[str]:
+    """Tensors computed from shapes and constants only (not from the image's values)."""
+    static = {t.name for t in graph.initializer}
+    derived: set[str] = set()
+    for node in graph.node:  # ONNX keeps nodes in topological order
+        if node.op_type == "Constant":
+            static.update(node.output)
+        elif node.op_type in ("Shape", "Size"):
+            derived.update(node.output)
+        elif not node.op_type.startswith("Random") and all(
+                not i or i in static or i in derived for i in node.input):
+            derived.update(node.output)
+    return derived
+
+
+def _probe(model: Any, wanted: list[str], spec: Any) -> dict[int, dict[str, Any]]:
+    """``wanted`` tensors' values at batch 1 and 2 (only the file's batch if it is static)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import helper
+
+    probe = type(model)()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
+    weights = {t.name for t in model.graph.initializer}
+    image = next(i for i in model.graph.input if i.name not in weights)
+    batch = image.type.tensor_type.shape.dim[0]
+    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    shape = (spec.channels, spec.input_size, spec.input_width)
+    return {n: dict(zip(wanted, session.run(wanted, {image.name: np.zeros(
+        (n, *shape), spec.input_dtype)}), strict=True))
+        for n in ((batch.dim_value,) if batch.dim_value > 0 else (1, 2))}
+
+
+def fold_shape_arithmetic(model: Any, spec: Any) -> int:
+    """Replace run-time shape arithmetic (reshape targets, slice bounds, expand shapes) by
+    constants, evaluated with onnxruntime at two batch sizes: a value equal at both is a
+    constant; a Reshape target that starts with the batch (its input's and output's first dim)
+    becomes ``[0, rest]`` (0 copies the input's batch). Returns how many tensors were folded."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    derived = _shape_derived(graph)
+    frontier = list(dict.fromkeys(i for node in graph.node if node.output[0] not in derived
+                                  for i in node.input if i in derived))
+    reshapes = {n.input[1]: n for n in graph.node if n.op_type == "Reshape" and len(n.input) > 1
+                and n.input[1] in frontier and not any(a.name == "allowzero" and a.i
+                                                       for a in n.attribute)}
+    ends = [t for n in reshapes.values() for t in (n.input[0], n.output[0])]
+    probe = type(model)()
+    probe.CopyFrom(model)
+    probe.graph.node.extend(helper.make_node("Shape", [t], [f"{t}:shape"]) for t in ends)
+    values = _probe(probe, frontier + [f"{t}:shape" for t in ends], spec)
+    folded = {}
+    for name in frontier:
+        seen = [v[name] for v in values.values()]
+        node = reshapes.get(name)
+        sizes = [(b, v[f"{node.input[0]}:shape"][0], v[f"{node.output[0]}:shape"])
+                 for b, v in values.items()] if node is not None else []
+        if sizes and len(sizes) > 1 and all(b == first == out[0] for b, first, out in sizes) \
+                and all(np.array_equal(out[1:], sizes[0][2][1:]) for _, _, out in sizes):
+            folded[name] = np.concatenate([[0], sizes[0][2][1:]]).astype(seen[0].dtype)
+        elif all(v.shape == seen[0].shape and np.array_equal(v, seen[0]) for v in seen):
+            folded[name] = seen[0]
+    for name, value in folded.items():
+        graph.initializer.append(numpy_helper.from_array(np.asarray(value), f"{name}:folded"))
+        for node in graph.node:
+            node.input[:] = [f"{name}:folded" if i == name else i for i in node.input]
+    _prune(graph)
+    return len(folded)
+
+
+def _prune(graph: Any) -> None:
+    """Drop the nodes and initializers no graph output needs any more."""
+    needed = {o.name for o in graph.output}
+    kept = []
+    for node in reversed(graph.node):
+        if any(o in needed for o in node.output):
+            kept.append(node)
+            needed.update(i for i in node.input if i)
+    del graph.node[:]
+    graph.node.extend(reversed(kept))
+    needed.update(i.name for i in graph.input)  # old files list their weights as inputs too
+    initializers = [t for t in graph.initializer if t.name in needed]
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+
+
+def align_constant_ranks(model: Any) -> int:
+    """Give a broadcast constant (an initializer of lower rank than the tensor it meets in an
+    elementwise op) leading 1s up to that rank: the same values under ONNX's right-aligned
+    broadcasting, and the form onnx2tf converts. Returns how many inputs were changed."""
+    import onnx
+    from onnx import numpy_helper
+
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    ranks = {v.name: len(v.type.tensor_type.shape.dim)
+             for v in (*inferred.value_info, *inferred.input, *inferred.output)
+             if v.type.tensor_type.HasField("shape")}
+    weights = {t.name: t for t in model.graph.initializer}
+    changed = 0
+    for node in model.graph.node:
+        if node.op_type not in BROADCASTING:
+            continue
+        rank = max((ranks.get(i, 0) for i in node.input if i not in weights), default=0)
+        for position, name in enumerate(node.input):
+            value = numpy_helper.to_array(weights[name]) if name in weights else None
+            if value is None or not 0 < value.ndim < rank:
+                continue
+            aligned = f"{name}:rank{rank}"
+            if aligned not in weights:
+                weights[aligned] = numpy_helper.from_array(
+                    value.reshape((1,) * (rank - value.ndim) + value.shape), aligned)
+                model.graph.initializer.append(weights[aligned])
+            node.input[position] = aligned
+            changed += 1
+    return changed
+
+
+def check_detector(folder: Path, source: Artifact, spec: Any) -> dict[str, Any]:
+    """Run the SavedModel and the ONNX on one seeded batch of 2 and compare: onnx2tf guesses
+    layouts, so a detector it converted wrongly is refused here, not measured."""
+    import numpy as np
+    import onnxruntime as ort
+    import tensorflow as tf
+
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, spec.channels, spec.input_size,
+                                                       spec.input_width))
+    mean, std = (np.reshape(v[:spec.channels], (-1, 1, 1)) for v in (spec.mean, spec.std))
+    x = (pixels.round().astype(np.uint8) if spec.input_dtype == "uint8" else
+         ((pixels - mean) / std).astype(np.float32))
+    session = ort.InferenceSession(str(source.path), providers=["CPUExecutionProvider"])
+    name = source.meta.get("output_name") or session.get_outputs()[0].name
+    expected = session.run([name], {session.get_inputs()[0].name: x})[0]
+    signature = tf.saved_model.load(str(folder)).signatures["serving_default"]
+    (input_name,) = signature.structured_input_signature[1]
+    with tf.device("/CPU:0"):  # the conversion's check, not a GPU's TF32 rounding
+        outputs = signature(**{input_name: tf.constant(x.transpose(0, 2, 3, 1))})
+    got = next((o.numpy() for o in outputs.values() if o.shape.rank == 3), np.zeros(0))
+    transposed = got.shape != expected.shape and got.shape == expected.transpose(0, 2, 1).shape
+    got = got.transpose(0, 2, 1) if transposed else got
+    error = _mismatch(got, expected, spec.head) if got.shape == expected.shape else got.shape
+    if not isinstance(error, float) or error > 1e-3:
+        raise UserError(f"model {spec.name}: onnx2tf's SavedModel of {source.path.name} does "
+                        f"not compute the ONNX model (error {error} on output "
+                        f"{list(expected.shape)}); run it on onnxruntime or openvino")
+    return {"max_error": error, "error": "|SavedModel - onnxruntime| / (1 + |onnxruntime|)",
+            "batch": 2, "output_transposed": bool(transposed)}
+
+
+def _mismatch(got: Any, expected: Any, head: str) -> float:
+    """The largest error scaled by 1 + |expected|; nms rows are each matched to the nearest
+    row of the other output, as scores a hair apart may swap ranks."""
+    import numpy as np
+
+    def scaled(a: Any, b: Any) -> Any:
+        return np.abs(a - b) / (1 + np.abs(b))
+
+    if head != "nms":
+        return float(scaled(got, expected).max())
+    pairs = [scaled(g[:, None], e[None]).max(-1) for g, e in zip(got, expected, strict=True)]
+    return float(max(max(d.min(0).max(), d.min(1).max()) for d in pairs))
+
+
+def _onnx2tf(onnx_input: Path, work: Path, spec: Any, detector: Artifact | None) -> str:
+    """onnx2tf's conversion (its printout returned: it prints a whole model summary even when
+    quiet). A detector it cannot convert (``detector``: its ONNX) is refused in one line."""
+    import onnx2tf
+
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(chatter):
+            onnx2tf.convert(input_onnx_file_path=str(onnx_input), output_folder_path=str(work),
+                            output_signaturedefs=True, non_verbose=True,
+                            not_use_onnxsim=True)  # the export is already optimised
+    except Exception as exc:
+        if detector is None:
+            raise
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UserError(f"model {spec.name}: onnx2tf cannot convert {detector.path.name} "
+                        f"({type(exc).__name__}: {cause}); run it on onnxruntime or openvino, "
+                        "or export the detector without the failing ops") from None
+    return chatter.getvalue()
+
+
+def _refuse_static_detector(spec: Any, source: Artifact) -> None:
+    """onnx2tf converts a small static batch only with sample images it downloads: one line."""
+    if is_detector(spec) and source.meta.get("static_batch"):
+        raise UserError(f"model {spec.name}: {source.path.name} has a static batch of "
+                        f"{source.meta['static_batch']}, which onnx2tf converts only with sample "
+                        "images it downloads: export the detector with a dynamic batch "
+                        "(Ultralytics: dynamic=True)")
+
+
 def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artifact:
     """The model as a TF SavedModel (NHWC, dynamic batch), converted from its FP32 ONNX.
 
@@ -138,11 +367,10 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
     if source.meta.get("layout") != "NCHW":
         raise UserError(f"model {spec.name}: onnx2tf needs an NCHW ONNX model; "
                         f"{source.path.name} is {source.meta.get('layout')}")
+    _refuse_static_detector(spec, source)
     key = saved_model_key(source, spec)
 
     def build(folder: Path) -> Artifact:
-        import onnx2tf
-
         progress(f"converting {spec.name} ONNX -> TensorFlow SavedModel (onnx2tf, one-off) ...")
         work = folder / "onnx2tf"
         started = time.perf_counter()
@@ -152,35 +380,36 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
         rewritten = zero_pad_maxpools_after_relu(prepared)
         fix_spatial_dims(prepared, spec)
         safe_input_name(prepared)
+        detector = {"recipe": DETECTOR_RECIPE,
+                    "shape_tensors_folded": fold_shape_arithmetic(prepared, spec),
+                    "constants_aligned": align_constant_ranks(prepared)} \
+            if is_detector(spec) else None
         onnx_input = folder / "onnx2tf-input.onnx"
         onnx.save(prepared, str(onnx_input))
-        chatter = io.StringIO()  # onnx2tf prints a whole model summary even when quiet
-        with contextlib.redirect_stdout(chatter):
-            onnx2tf.convert(input_onnx_file_path=str(onnx_input), output_folder_path=str(work),
-                            output_signaturedefs=True, non_verbose=True,
-                            not_use_onnxsim=True)  # the export is already optimised
+        chatter = _onnx2tf(onnx_input, work, spec, source if detector else None)
         convert_s = time.perf_counter() - started
         if not (work / SAVED_MODEL_FILE).is_file():
-            raise RuntimeError(f"onnx2tf wrote no SavedModel for {spec.name}: "
-                               f"{chatter.getvalue()[-400:]}")
+            raise RuntimeError(f"onnx2tf wrote no SavedModel for {spec.name}: {chatter[-400:]}")
         for entry in work.iterdir():  # keep the SavedModel, drop onnx2tf's own .tflite files
             if entry.suffix != ".tflite":
                 os.replace(entry, folder / entry.name)
         shutil.rmtree(work)
         onnx_input.unlink()
         progress(f"converted {spec.name} to SavedModel in {convert_s:.1f} s")
+        meta = {"model": spec.name, "layout": "NHWC", "label_offset":
+                source.meta.get("label_offset", 0), "num_classes":
+                source.meta.get("num_classes"), "signature": "serving_default",
+                "channels": spec.channels, "input_dtype": spec.input_dtype,
+                "source_onnx": str(source.path), "source_onnx_key": source.key,
+                "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE,
+                "maxpools_zero_padded": rewritten}
+        if detector is not None:
+            detector["check"] = check_detector(folder, source, spec)
+            meta.update(task=spec.task, head=spec.head, detector=detector)
         return Artifact(
             path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=key,
             weights=source.weights, source_hash=source.source_hash,
-            times={**source.times, "tf_convert_s": round(convert_s, 3)},
-            meta={"model": spec.name, "layout": "NHWC", "label_offset":
-                  source.meta.get("label_offset", 0), "num_classes":
-                  source.meta.get("num_classes"), "signature": "serving_default",
-                  "channels": spec.channels, "input_dtype": spec.input_dtype,
-                  "source_onnx": str(source.path), "source_onnx_key": source.key,
-                  "onnx2tf": dist_version("onnx2tf"), "recipe": SAVED_MODEL_RECIPE,
-                  "maxpools_zero_padded": rewritten},
-        )
+            times={**source.times, "tf_convert_s": round(convert_s, 3)}, meta=meta)
 
     return cached_build(spec.name, key, build)
 
@@ -216,15 +445,18 @@ def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
     dims = None if input_spec.shape.rank is None else list(input_spec.shape)
     layout = input_layout(dims or [], spec, where)
     check_dtype(input_spec.dtype.name, spec, where, dims or [])
-    outputs = signature.structured_outputs
+    outputs = {name: list(out.shape) for name, out in signature.structured_outputs.items()}
     accepted = (spec.num_classes, spec.num_classes + 1)
-    output_name = next((name for name, out in outputs.items()
-                        if len(out.shape) == 2 and out.shape[1] in accepted), None)
+    output_name = next((name for name, dims in outputs.items() if (
+        detector_layout(dims, spec) is not None if is_detector(spec)
+        else len(dims) == 2 and dims[1] in accepted)), None)
     if output_name is None:
-        raise UserError(f"{where} has no [N,{accepted[0]}] or [N,{accepted[1]}] output "
-                        f"(found {[list(o.shape) for o in outputs.values()]})")
-    classes = int(outputs[output_name].shape[1])
+        wants = (f"{spec.head} detector" if is_detector(spec) else
+                 f"[N,{accepted[0]}] or [N,{accepted[1]}]")
+        raise UserError(f"{where} has no {wants} output (found {list(outputs.values())})")
+    classes = spec.num_classes if is_detector(spec) else int(outputs[output_name][1])
     folder_hash = saved_model_hash(folder)
+    task = {"task": spec.task, "head": spec.head} if is_detector(spec) else {}
     return Artifact(
         path=folder / SAVED_MODEL_FILE, format="saved_model", precision="fp32", key=folder_hash,
         weights=f"user: SavedModel {folder.name}", source_hash=folder_hash, times={},
@@ -232,5 +464,5 @@ def load_user_saved_model(path: str | Path, spec: Any) -> Artifact:
               "label_offset": 1 if classes == spec.num_classes + 1 else 0,
               "channels": spec.channels, "input_dtype": spec.input_dtype,
               "num_classes": classes, "signature": "serving_default",
-              "input_name": input_name, "output_name": output_name, "cached": False},
+              "input_name": input_name, "output_name": output_name, "cached": False, **task},
     )

@@ -24,6 +24,10 @@ demand instead of being taken whole at start (so the tracker's GPU memory means 
 the evidence names the device of every compute node (and of the XLA function's output). A GPU
 that is visible while compute nodes ran on the CPU is a SutError: no silent CPU fallback.
 
+A detector (``spec.task == "detection"``) returns its output in the ONNX model's layout, turned
+back where onnx2tf left it transposed (the evidence's ``output`` says which); a first inference
+that fails (XLA cannot compile onnx2tf's GatherElements of an nms head) is one line.
+
 Process-global state: grappler's rewrite options and the intra-op thread count belong to the
 TensorFlow runtime, not to one function. Each SUT sets the rewrite options it needs at load and
 never resets them: a worker thread builds its function-call config from the global options on
@@ -138,15 +142,16 @@ def executed_precision(name: str, compute: dict[str, dict[str, int]], half_names
 
 def _signature_io(signature: Any, meta: dict[str, Any]) -> tuple[str, str]:
     """(input name, output name) of the serving signature: from the artifact meta, else the
-    single input and the single [N, classes] output."""
+    single input and the single [N, classes] output (a detector's: its rank-3 output)."""
     inputs = signature.structured_input_signature[1]
     outputs = signature.structured_outputs
     input_name = meta.get("input_name") or next(iter(inputs))
     output_name = meta.get("output_name")
     if output_name is None:
-        classes = meta.get("num_classes")
-        output_name = next((n for n, spec in outputs.items() if len(spec.shape) == 2
-                            and (classes is None or spec.shape[1] == classes)), next(iter(outputs)))
+        classes, detector = meta.get("num_classes"), meta.get("task") == "detection"
+        output_name = next((n for n, spec in outputs.items() if len(spec.shape) == 2 + detector
+                            and (detector or classes is None or spec.shape[1] == classes)),
+                           next(iter(outputs)))
     return input_name, output_name
 
 
@@ -165,6 +170,10 @@ class TensorFlowBackend(Backend):
         self.channels = spec.channels
         self.input_dtype = spec.input_dtype
         self.threads = threads
+        #: a detector's spec: its output is turned back to the ONNX layout where onnx2tf left
+        #: it transposed (``_transposed``, recorded in the evidence)
+        self.detector = spec if getattr(spec, "task", "") == "detection" else None
+        self._transposed = False
         self.jit = name == "tf-xla"
         self._fn: Any = None
         self._tf: Any = None
@@ -241,7 +250,7 @@ class TensorFlowBackend(Backend):
             first_s = time.perf_counter() - started
             metadata = context.export_run_metadata()
         except Exception as exc:  # XLA or grappler failures surface here
-            raise SutError(f"{self.name}: first inference failed: {exc}") from exc
+            raise self._first_call_failed(exc) from exc
         finally:
             context.disable_run_metadata()
         graphs = [g for f in metadata.function_graphs for g in f.partition_graphs]
@@ -260,7 +269,31 @@ class TensorFlowBackend(Backend):
                               "function (eager run metadata)", **executed}
         self._evidence["device"] = device
         self._evidence["output_device"] = output.device
+        self._evidence.update(self._detector_output(output.shape.as_list()))
         self._check_placement(device, executed, output.device)
+
+    def _first_call_failed(self, exc: Exception) -> SutError:
+        """A detector's in one line: XLA cannot compile some of onnx2tf's head ops."""
+        if self.detector is None:
+            return SutError(f"{self.name}: first inference failed: {exc}")
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return SutError(f"{self.name}: the detector's first inference failed ({cause})"
+                        f"{'; run it as tf-fp32' if self.jit else ''}")
+
+    def _detector_output(self, dims: list[int | None]) -> dict[str, Any]:
+        """A detector's output layout for the evidence ({} for a classifier); SutError (one
+        line) for a head the spec does not have."""
+        from quantmark.models.saved_model import detector_layout
+
+        if self.detector is None:
+            return {}
+        transposed = detector_layout([None, *dims[1:]], self.detector)
+        if transposed is None:
+            raise SutError(f"{self.name}: {self.model_dir} outputs {dims}, not the "
+                           f"{self.detector.head} head of {self.detector.num_classes} classes")
+        self._transposed = transposed
+        return {"output": {"task": "detection", "head": self.detector.head, "shape": dims,
+                           "transposed_back": transposed}}
 
     def _check_placement(self, device: str, executed: dict[str, Any], output_device: str
                          ) -> None:
@@ -304,8 +337,9 @@ class TensorFlowBackend(Backend):
             started = time.perf_counter()
             scores = self._fn(images).numpy()
             self._first_call_s.setdefault(len(batch), round(time.perf_counter() - started, 3))
-            return scores
-        return self._fn(images).numpy()
+        else:
+            scores = self._fn(images).numpy()
+        return np.ascontiguousarray(scores.transpose(0, 2, 1)) if self._transposed else scores
 
     def describe(self) -> dict[str, Any]:
         tf = self._tf

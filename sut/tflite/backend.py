@@ -31,6 +31,8 @@ here imports TensorFlow: a user's .tflite runs on a device with only ai-edge-lit
   captured around creation anyway and the line parsed when present. The partitions always come
   from the op list: ``_get_ops_details()`` keeps the original nodes and appends one
   ``DELEGATE`` node per XNNPACK partition, whose inputs/outputs bound the nodes it replaced.
+* A detector (artifact meta ``task``): its output is the ONNX model's, turned back where the
+  converted model holds it transposed, and said so in ``describe()["output"]`` (``detection``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -193,6 +196,10 @@ class TFLiteBackend(Backend):
         self.label_offset = int(meta.get("label_offset", 0))
         self._num_classes = meta.get("num_classes")
         self._output_name = meta.get("output_name")
+        # a detector: its head and class count; its output is turned back to the ONNX layout
+        self._detector = (SimpleNamespace(head=meta.get("head"), num_classes=self._num_classes)
+                          if meta.get("task") == "detection" else None)
+        self._transposed = False
         self._idle: queue.SimpleQueue[_Runner] = queue.SimpleQueue()
         self._created = 0
         self._count_lock = threading.Lock()
@@ -229,12 +236,29 @@ class TFLiteBackend(Backend):
         self._idle.put(first)
 
     def _class_output(self, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if self._detector is not None:
+            return self._detector_output(outputs)
         for out in outputs:
             shape = out["shape_signature"]
             if self._output_name in (None, out["name"]) and len(shape) == 2 and (
                     self._num_classes is None or shape[1] == self._num_classes):
                 return out
         raise SutError(f"{self.model_path}: no [N,{self._num_classes}] output among "
+                       f"{[(o['name'], o['shape_signature']) for o in outputs]}")
+
+    def _detector_output(self, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The detector's output (the ONNX model's, maybe transposed: recorded)."""
+        from quantmark.sut.tflite.detection import HEADS, detector_layout
+
+        for out in outputs:
+            dims = [None if d == -1 else int(d) for d in out["shape_signature"]]
+            transposed = detector_layout(dims, self._detector)
+            if self._output_name in (None, out["name"]) and transposed is not None:
+                self._transposed = transposed
+                return {**out, "task": "detection", "head": self._detector.head,
+                        "transposed_back_to": HEADS[self._detector.head] if transposed else None}
+        raise SutError(f"{self.model_path}: no {self._detector.head} detector output "
+                       f"{HEADS[self._detector.head]} with {self._num_classes} classes among "
                        f"{[(o['name'], o['shape_signature']) for o in outputs]}")
 
     def _check(self, summary: dict[str, Any], executed: str) -> None:
@@ -301,9 +325,9 @@ class TFLiteBackend(Backend):
         return self._to_input(samples)
 
     def _from_output(self, out: np.ndarray) -> np.ndarray:
-        if out.dtype == np.float32:
-            return out
-        return dequantize(out, self._output["scale"], self._output["zero_point"])
+        if out.dtype != np.float32:
+            out = dequantize(out, self._output["scale"], self._output["zero_point"])
+        return np.ascontiguousarray(out.transpose(0, 2, 1)) if self._transposed else out
 
     # ----------------------------------------------------------------- report
     def describe(self) -> dict[str, Any]:

@@ -20,6 +20,8 @@ so they compute the same function as the TF SUTs. Four recipes, TensorFlow's sta
   unused), adding DEQUANTIZE/QUANTIZE around each float op. A recipe's ``damage`` edits the
   converted flatbuffer (``tensorflow.lite.tools.flatbuffer_utils``): the op's int8 weights
   re-quantized over a range ``factor`` times too wide, its int32 bias likewise.
+* A detector's ``int8`` keeps its box decode float, with float input and output
+  (``detection``: one int8 tensor cannot hold pixel boxes and 0..1 scores).
 
 Everything here that reads a .tflite uses ai-edge-litert only, never TensorFlow: a Raspberry Pi
 with just ai-edge-litert + numpy can validate and run a user's .tflite (``load_user_tflite``).
@@ -44,6 +46,7 @@ from quantmark.models.saved_model import tensorflow_version
 from quantmark.sut.info import SutInfo
 from quantmark.sut.layers import Recipe
 from quantmark.sut.registry import find_sut, module_sut
+from quantmark.sut.tflite.detection import DETECTION_INT8, convert_int8, detector_io, int8_detector
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -191,6 +194,8 @@ def model_io(summary: dict[str, Any], spec: Any, where: str) -> dict[str, Any]:
                         f"of {wanted(spec)}")
     inp = summary["inputs"][0]
     layout = _input_layout(inp, spec, where)
+    if getattr(spec, "task", "") == "detection":
+        return detector_io(summary, spec, where, layout)
     accepted = (spec.num_classes, spec.num_classes + 1)
     output = next((o for o in summary["outputs"] if len(o["shape_signature"]) == 2
                    and o["shape_signature"][1] in accepted and o["dtype"] in INPUT_TYPES
@@ -270,8 +275,11 @@ def tflite_key(saved: Artifact, precision: str, calibration_hash: str | None = N
     """The artifact key; a changed recipe joins it only when it changes something, so the
     normal artifacts keep their keys."""
     what: dict[str, Any] = {"what": "tflite", "saved_model": saved.key, "precision": precision,
-                            "tensorflow": tensorflow_version(), "recipe": RECIPES[precision],
+                            "tensorflow": tensorflow_version(), "recipe": DETECTION_INT8
+                            if int8_detector(saved, precision) else RECIPES[precision],
                             "calibration": calibration_hash if precision == "int8" else None}
+    if saved.meta.get("task") == "detection":  # a user's SavedModel folder keys by its files
+        what["task"] = [saved.meta["task"], saved.meta.get("head")]
     if recipe is not None and recipe.key():
         what.update({"recipe_changes": recipe.key(), "exclusion": EXCLUSION,
                      "damage": DAMAGE if recipe.damage else None})
@@ -343,7 +351,9 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
         import tensorflow  # noqa: F401 - imported before the clock: seconds, not conversion
 
         started = time.perf_counter()
-        flatbuffer = _convert(saved.path.parent, precision, calibration, recipe)
+        detector = int8_detector(saved, precision)  # a detector's int8: its decode stays float
+        flatbuffer = (convert_int8(saved.path.parent, calibration, recipe, detector) if detector
+                      else _convert(saved.path.parent, precision, calibration, recipe))
         convert_s = time.perf_counter() - started
         out = folder / f"{model}-{precision}{suffix}.tflite"
         out.write_bytes(flatbuffer)
@@ -356,11 +366,13 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
         if batch not in (-1, 1):
             raise UserError(f"--model-path {saved.meta['user_file']}: the SavedModel has a "
                             f"static batch of {batch}; save it with a dynamic batch (None)")
-        meta = {k: v for k, v in saved.meta.items()
-                if k in ("model", "layout", "label_offset", "num_classes", "channels")}
+        meta = {k: v for k, v in saved.meta.items() if k in (
+            "model", "layout", "label_offset", "num_classes", "channels", "task", "head")}
         meta.update({
+            **({"detector": detector} if detector else {}),
             "saved_model_key": saved.key, "tensorflow": tensorflow_version(),
-            "recipe": RECIPES[precision], "file_precision": file_precision(summary),
+            "recipe": DETECTION_INT8 if detector else RECIPES[precision],
+            "file_precision": file_precision(summary),
             "executed_precision": executed_precision(summary),
             "static_batch": None if batch == -1 else batch, "sha256": hash_file(out),
             "input": summary["inputs"][0], "tensor_types": summary["tensor_types"],

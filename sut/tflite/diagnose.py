@@ -200,12 +200,14 @@ def capture(backend: TFLiteBackend, samples: np.ndarray) -> LayerCapture:
 
 
 # ---------------------------------------------------------------- rebuilding (needs TF)
-def convert_excluding(converter: Any, representative: Any, exclude: tuple[str, ...]) -> bytes:
-    """Calibrate with ``converter`` and quantize all but ``exclude`` (output tensor names)."""
+def convert_excluding(converter: Any, representative: Any, exclude: tuple[str, ...],
+                      fully_quantize: bool = True, ops: tuple[str, ...] = ()) -> bytes:
+    """Calibrate with ``converter`` and quantize all but ``exclude`` (output tensor names) and
+    ops of the types ``ops``; ``fully_quantize=False`` keeps float input and output."""
     import tensorflow as tf
 
-    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=list(exclude),
-                                                            fully_quantize=True)
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_nodes=list(exclude), denylisted_ops=list(ops), fully_quantize=fully_quantize)
     with warnings.catch_warnings():  # the debugger checks its debug model with tf.lite's
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
         debugger = tf.lite.experimental.QuantizationDebugger(

@@ -166,8 +166,9 @@ def _feed(interpreter: Any, values: Sequence[np.ndarray]) -> Any:
         if list(detail["shape"]) != list(value.shape):
             interpreter.resize_tensor_input(int(detail["index"]), list(value.shape))
     interpreter.allocate_tensors()
-    for detail, value in zip(details, values, strict=True):
-        interpreter.set_tensor(int(detail["index"]), np.ascontiguousarray(value))
+    for detail, value in zip(details, values, strict=True):  # a 0-d operand stays 0-d (a
+        # detector's shape arithmetic): ascontiguousarray makes it 1-d, which set_tensor refuses
+        interpreter.set_tensor(int(detail["index"]), np.asarray(value, order="C"))
     return interpreter
 
 
@@ -211,7 +212,7 @@ def refeed(interpreter: Any, op: OneOp, values: dict[int, np.ndarray]) -> Callab
     """Set the one-op model's inputs again: called untimed just before its invoke, so the op
     reads operands that were just written, as in situ it reads what the op before it wrote."""
     indices = [int(d["index"]) for d in interpreter.get_input_details()]
-    fed = [np.ascontiguousarray(values[t]) for t in op.inputs]
+    fed = [np.asarray(values[t], order="C") for t in op.inputs]  # 0-d stays 0-d
 
     def feed() -> None:
         for index, value in zip(indices, fed, strict=True):
