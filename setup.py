@@ -56,7 +56,7 @@ TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # The detection task scores COCO mAP with pycocotools (MLPerf's reference evaluator) and its
 # paired interval with scipy.stats.bootstrap.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7", "pycocotools>=2.0.7",
-        "scipy>=1.10"]
+        "scipy>=1.15"]
 # Fleet sweeps (run.py sweep --cluster, run.py node): Ray's core, which has Linux x86-64 and
 # aarch64 wheels (a Raspberry Pi's 64-bit OS included).
 RAY = ["ray>=2.40"]
