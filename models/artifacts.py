@@ -92,6 +92,15 @@ def artifact_size_bytes(artifact: Artifact) -> int:
     return size
 
 
+def artifact_record(artifact: Artifact) -> dict[str, Any]:
+    """The model file a run loaded, as its record (results.json) holds it: the run's own and
+    each ensemble member's alike."""
+    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
+            "format": artifact.format,
+            "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
+            "source_hash": artifact.source_hash, "meta": artifact.meta}
+
+
 # A build function fills ``folder`` (a temp dir) and returns the artifact describing it.
 BuildFn = Callable[[Path], Artifact]
 

@@ -29,7 +29,8 @@ from types import ModuleType
 
 from quantmark import commands
 from quantmark.ground import logs
-from quantmark.ground.errors import SutError, UserError, environment_fault
+from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.faults import environment_fault
 
 DEFAULT_VERB = "run"
 HELP_COLUMN = 15  # where a verb's help starts in the list of verbs

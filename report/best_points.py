@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quantmark.report.characterize import Study
+    from quantmark.report.study import Study
 
 
 def batch_scan(study: Study) -> list[dict[str, Any]]:

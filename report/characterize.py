@@ -13,148 +13,39 @@ from __future__ import annotations
 
 import logging
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from quantmark.ground.config import sut_label
 from quantmark.ground.fingerprint import system_name
 from quantmark.ground.records import RunRecord, SweepManifest, UnreadableRecord, load_manifest
-from quantmark.report import intervals
+from quantmark.report import intervals, quality
 from quantmark.report.best_points import batch_scan, pareto_front  # noqa: F401 (read from here)
 from quantmark.report.current_set import current_set, read_results
 from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
 from quantmark.report.measured import measured
 from quantmark.report.setup_identity import fingerprint_id, throttling
 from quantmark.report.stats import family_confidence
+from quantmark.report.study import (
+    ENSEMBLE,
+    Config,
+    Explained,
+    Run,
+    Study,
+    family,
+    known_sut,
+    variant,
+)
 from quantmark.report.training import load as load_training
-from quantmark.report.workloads import Workload, entry_label, labeller, workload
-from quantmark.sut.info import SutInfo
+from quantmark.report.workloads import entry_label, labeller, workload
 
 log = logging.getLogger(__name__)
 
-ENSEMBLE = "ensemble"  # the framework (and family) of the ensemble SUTs
 # results.json "times" keys the runner itself writes; every other key is an artifact's
 # conversion / quantization step (export_s, quantize_s, calibration_s, tflite_convert_s ...)
 RUNNER_TIMES = ("prepare_s", "load_s", "warmup_s", "loadgen_wall_s", "loadgen_started_at",
                 "loadgen_ended_at")
-
-
-@dataclass
-class Run:
-    """One finished LoadGen performance run (one repeat of one configuration)."""
-
-    folder: Path
-    summary: RunSummary
-    results: RunRecord
-    tracked: dict[str, Any] = field(default_factory=dict)  # the sweep's entry for the cell
-
-
-@dataclass
-class Explained:
-    """A configuration that has no result, and why."""
-
-    system: str
-    model: str
-    sut: str
-    scenario: str
-    batch_size: int
-    mode: str
-    status: str
-    message: str
-
-
-@dataclass
-class Config:
-    """One (system, model, SUT, scenario, batch size): its repeats and derived figures."""
-
-    system: str
-    model: str
-    sut: str
-    scenario: str
-    batch_size: int
-    runs: list[Run]
-    derived: dict[str, Any] = field(default_factory=dict)
-    workload: Workload | None = None  # the model's size and dataset (``report.workloads``)
-
-    @property
-    def family(self) -> str:
-        return family(self.sut)
-
-    @property
-    def variant(self) -> str:
-        return variant(self.sut)
-
-    @property
-    def first(self) -> RunRecord:
-        return self.runs[0].results
-
-    @property
-    def latency_metric(self) -> bool:
-        return self.runs[0].summary.metric_unit == "ns"
-
-    def valid_runs(self) -> list[Run]:
-        """The runs a figure may use: an INVALID run (LoadGen's own verdict) measured
-        something other than what was asked, so it is left out, and the validity column
-        says how many were."""
-        return [r for r in self.runs if r.summary.validity == "VALID"]
-
-    def metric_values(self) -> list[float]:
-        return [r.summary.metric_value for r in self.valid_runs()
-                if r.summary.metric_value is not None]
-
-    @property
-    def metric(self) -> float | None:
-        """The median over repeats: one run disturbed by another process moves it least."""
-        values = self.metric_values()
-        return statistics.median(values) if values else None
-
-
-@dataclass
-class Study:
-    """Everything the report shows."""
-
-    configs: list[Config]
-    explained: list[Explained]
-    accuracy: dict[tuple[str, str, str], dict[str, Any]]  # (system, model, sut) -> record
-    machines: dict[str, dict[str, Any]]
-    folders: list[Path]
-    training: list[dict[str, Any]] = field(default_factory=list)  # train-bench records
-    verdicts: int = 0  # speedup verdicts the report makes: what their intervals correct for
-
-    def keys(self, *names: str) -> list[tuple]:
-        """Distinct values of the named Config attributes, in first-seen order."""
-        return list(dict.fromkeys(tuple(getattr(c, n) for n in names) for c in self.configs))
-
-
-def _known(sut: str) -> SutInfo | None:
-    """The registry's entry for ``sut``; None for a name it does not know (results written by an
-    older quantmark, or by a framework plugin not installed here)."""
-    from quantmark.sut.registry import SUTS
-
-    return SUTS.get(sut)
-
-
-def family(sut: str) -> str:
-    """The framework (and device) part of a SUT name: ``ort`` of ``ort-int8``, ``ort-cuda`` of
-    ``ort-cuda-fp16``. As its framework declares it; an unknown name up to its last dash."""
-    sut = sut.partition(" ")[0]  # a label's SUT: ov-int8 of "ov-int8 ov_api=async"
-    info = _known(sut)
-    if info:
-        return info.family
-    return ENSEMBLE if sut.startswith(f"{ENSEMBLE}-") else sut.rsplit("-", 1)[0]
-
-
-def variant(sut: str) -> str:
-    """The precision part of a SUT name (``int8`` of ``ort-int8``, ``fp16`` of
-    ``torch-cuda-fp16``). As its framework declares it; an unknown name after its last dash."""
-    sut = sut.partition(" ")[0]
-    info = _known(sut)
-    if info:
-        return info.variant
-    if sut.startswith(f"{ENSEMBLE}-"):  # ensemble-sequential-vote -> sequential-vote
-        return sut[len(ENSEMBLE) + 1:]
-    return sut.rsplit("-", 1)[1] if "-" in sut else sut
 
 
 def baseline(results: RunRecord) -> str:
@@ -169,7 +60,7 @@ def baseline(results: RunRecord) -> str:
     options = results.config.get("sut_options")  # a variant's: same options
     if sut.get("fp32_baseline"):
         return sut_label(str(sut["fp32_baseline"]), options)
-    if _known(name):
+    if known_sut(name):
         from quantmark.sut.registry import fp32_baseline
 
         found = fp32_baseline(name)
@@ -247,7 +138,7 @@ def _keep(f: _Found, model: str, runs: list[Run],
           accuracy: dict[tuple[str, str, str], dict[str, Any]], explained: list[Explained]
           ) -> None:
     """File a found run under its model's label: a performance run, an accuracy run (its
-    record, for the top-1 figures), or a failed run of a plain folder (why it has none)."""
+    record, for the quality figures), or a failed run of a plain folder (why it has none)."""
     config, results = f.results.config, f.results
     sut = sut_label(config["sut"], config.get("sut_options"))  # a variant: own rows
     if f.folder.name.endswith(".failed"):
@@ -257,7 +148,7 @@ def _keep(f: _Found, model: str, runs: list[Run],
                                        f"logs in {f.relative}"))
     elif config["mode"] == "accuracy":
         accuracy[(f.system, model, sut)] = {
-            **(results.accuracy or {}), "folder": f.folder,
+            **(results.accuracy or {}), "folder": f.folder, "metric": quality.metric_of(results),
             "weights": results.model.get("weights", ""),
             "dataset_builtin": results.dataset.get("builtin") is True}
     else:
@@ -336,8 +227,9 @@ def derive(study: Study) -> None:
         fp32, best = references[id(config)]
         acc_key = (config.system, config.model, config.sut)
         fp32_acc_key = (config.system, config.model, baseline(results))
-        top1 = study.accuracy.get(acc_key, {}).get("top1")
-        fp32_top1 = study.accuracy.get(fp32_acc_key, {}).get("top1")
+        metric = quality.metric_of(results)  # the task's: top-1, a detector's mAP ...
+        figure = quality.figure(study.accuracy.get(acc_key), metric)
+        fp32_figure = quality.figure(study.accuracy.get(fp32_acc_key), metric)
         throttled, throttling_reasons = throttling(config.runs)
         config.derived = {
             **measured(config),
@@ -345,9 +237,10 @@ def derive(study: Study) -> None:
                                 family_confidence(study.verdicts)),
             "fp32_baseline": baseline(results),
             "best_fp32": best.sut if best else None,
-            "top1": top1,
-            "top1_change_vs_fp32": (top1 - fp32_top1 if top1 is not None and
-                                    fp32_top1 is not None else None),
+            "quality_metric": metric,
+            "quality": figure,
+            "quality_change_vs_fp32": (figure - fp32_figure if figure is not None and
+                                       fp32_figure is not None else None),
             "weights": results.model.get("weights", ""),
             "model_size_mb": (results.model.get("size_bytes") or 0) / 2**20 or None,
             **_costs(config),

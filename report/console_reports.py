@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from quantmark.ground.metric import Metric
+from quantmark.report import quality
 from quantmark.report.characterize import Config, Study
 from quantmark.report.console_tables import table, training_table
 from quantmark.report.ensemble_tables import SPEED_HEADER, speed_cells
@@ -23,36 +25,42 @@ from quantmark.report.intervals import (
     disturbed_lines,
     disturbed_text,
     metric_text,
+    quality_columns,
     speedup_text,
     verdicts_note,
 )
 from quantmark.report.run_table import (
-    CONSOLE_COLUMNS,
     console_cells,
+    console_columns,
     disturbed_warnings,
     incomplete_warnings,
+    scored_by,
 )
-from quantmark.report.table_formats import number
 from quantmark.report.training import rows as training_rows
 
-# the characterization's console columns: header -> the named field of a configuration it shows
-COLUMNS: dict[str, Callable[[Config], str]] = {
+# the characterization's console columns: header -> the named field of a configuration it
+# shows; then each metric's figure and agreement with FP32 (``columns``)
+LEADING: dict[str, Callable[[Config], str]] = {
     "system": lambda c: c.system, "model": lambda c: c.model,
     "scenario": lambda c: c.scenario,
     "SUT": lambda c: f"{c.sut} ⚠" if c.derived["disturbed"] else c.sut,
     "batch": lambda c: str(c.batch_size), "validity": lambda c: c.derived["validity"],
     "disturbed": disturbed_text, "official metric [95%]": metric_text,
-    "x fw FP32": lambda c: speedup_text(c, "speedup_vs_fp32"),
-    "top-1 %": lambda c: number(c.derived["top1"]),
-    "agree FP32 %": lambda c: number(c.derived["agreement_with_fp32"], 1)}
+    "x fw FP32": lambda c: speedup_text(c, "speedup_vs_fp32")}
+
+
+def columns(metrics: list[Metric]) -> dict[str, Callable[[Config], str]]:
+    """The console columns for configurations scored by ``metrics`` (``report.quality``)."""
+    return {**LEADING, **dict(quality_columns(metrics, change=False))}
 
 
 def print_characterization(console: Console, folders: list[str], study: Study) -> None:
     """Every configuration with its interval and verdict, the disturbed runs, each ensemble's
     speed table, the training table and the cells that could not run (and why)."""
     if study.configs or study.explained:
-        console.print(table(f"characterization of {', '.join(folders)}", COLUMNS,
-                            ([cell(config) for cell in COLUMNS.values()]
+        shown = columns(quality.in_order(c.derived["quality_metric"] for c in study.configs))
+        console.print(table(f"characterization of {', '.join(folders)}", shown,
+                            ([cell(config) for cell in shown.values()]
                              for config in study.configs)))
     if study.verdicts:
         console.print(escape(verdicts_note(study.verdicts)))
@@ -72,13 +80,13 @@ def print_characterization(console: Console, folders: list[str], study: Study) -
 def print_percentiles(console: Console, folder: str, rows: list[Any], csv_path: Path,
                       md_path: Path) -> None:
     """The percentile table of every run under ``folder``, cells taken by column name
-    (``run_table.CONSOLE_COLUMNS``), never by position, and its warnings."""
-    root = Path(folder)
+    (``run_table.console_columns``), never by position, and its warnings."""
+    root, metrics = Path(folder), scored_by(rows)
     made = Table(title=f"runs under {escape(folder)}")
-    for label, _ in CONSOLE_COLUMNS:
+    for label, _ in console_columns(metrics):
         made.add_column(label)
     for row in rows:
-        made.add_row(*(escape(cell) for cell in console_cells(row, root)))
+        made.add_row(*(escape(cell) for cell in console_cells(row, root, metrics)))
     console.print(made)
     for line in incomplete_warnings(rows, root) + disturbed_warnings(rows, root):
         console.print(f"[yellow]warning:[/] {escape(line)}")

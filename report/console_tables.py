@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quantmark.ground.metric import Metric
 from quantmark.report import diagnosis_section as diagnosis
 from quantmark.report import training
+from quantmark.report.quality import classifies, metric_of
 
 if TYPE_CHECKING:
     from quantmark.ground.records import DiagnosisRecord
@@ -64,18 +64,18 @@ def suts_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def run_text(results: dict[str, Any], invalid_why: str) -> str:
-    """One run's summary: its SUT, scenario, audit, the metric or top-1, and why it is INVALID
+    """One run's summary: its SUT, scenario, audit, its speed or its task's accuracy (top-1,
+    with the counts of right answers, for a classifier), and why it is INVALID
     (``invalid_why``), which repeat it was and why it was rerun."""
     summary = results.get("summary", {})
     audit = results["config"].get("audit")
     text = f"{results['config']['sut']} {summary.get('scenario')} {audit + ' ' if audit else ''}"
     accuracy = results.get("accuracy")
-    task = results.get("task") or {}
-    metric = Metric.from_record(task.get("metric"))
+    task, metric = results.get("task") or {}, metric_of(results)
     if task.get("name", "classification") != "classification":
         text += f"[{task['name']}] "
-    if accuracy and metric.key == "top1":
-        text += (f"accuracy: {accuracy['top1']:.3f}% top-1 "
+    if accuracy and classifies(metric):
+        text += (f"accuracy: {accuracy[metric.key]:.3f}% {metric.name} "
                  f"({accuracy['good']}/{accuracy['total']})")
     elif accuracy:
         unit = metric.unit if metric.unit == "%" else f" {metric.unit}"
@@ -164,8 +164,9 @@ def print_diagnosis(console: Console, record: DiagnosisRecord) -> None:
     if not record.recovery:
         return
     rows = record.recovery["rows"]
-    console.print(table("recovery: worst layers kept in FP32 (top-1 paired against K=0; speed "
-                        "in interleaved rounds)", diagnosis.RECOVERY_HEADER,
+    metric = metric_of(record)
+    console.print(table(f"recovery: worst layers kept in FP32 ({metric.name} paired against K=0; "
+                        "speed in interleaved rounds)", diagnosis.recovery_header(metric),
                         [diagnosis.recovery_cells(row) for row in rows]))
     for row in rows:
         if row.get("disturbed_rounds"):

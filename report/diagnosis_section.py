@@ -3,7 +3,9 @@
 Reads the record a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders
 it: the worst layers with their op type and precision, the first jump, the recovery curve, CSV
 tables and one figure (SQNR along the network with the worst layers marked; with a recovery
-curve, top-1 and throughput against K beside it).
+curve, its quality metric and throughput against K beside it). The recovery curve's labels
+are the record's metric (``report.quality``: top-1 for every diagnosis so far, which name no
+task); its rows' keys (``top1`` ...) are the diagnosis record's own.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.metric import TOP1, Metric
 from quantmark.ground.records import RESULTS, DiagnosisRecord
+from quantmark.report.quality import metric_of, value_label
 from quantmark.report.record_folders import records_under
 
 log = logging.getLogger(__name__)
@@ -150,10 +154,15 @@ def worst_rows(record: DiagnosisRecord) -> list[list[str]]:
 
 WORST_HEADER = ["rank", "layer", "op", "precision", "SQNR dB", "lost dB", "cosine",
                 "matched by"]
-RECOVERY_HEADER = ["model", "K", "top-1 %", "change vs K=0 [95%]", "samples/s [95%]",
-                   "x K=0 [95%]", "speed lost %", "top-1 pt per speed pt",
-                   "ms/batch [95%]", "predicted ms", "prediction error %", "top-1 pt per ms",
-                   "disturbed", "kept in FP32"]
+def recovery_header(metric: Metric) -> list[str]:
+    """The recovery curve's columns, the quality ones named by the diagnosis' metric."""
+    return ["model", "K", value_label(metric), "change vs K=0 [95%]", "samples/s [95%]",
+            "x K=0 [95%]", "speed lost %", f"{metric.name} pt per speed pt",
+            "ms/batch [95%]", "predicted ms", "prediction error %", f"{metric.name} pt per ms",
+            "disturbed", "kept in FP32"]
+
+
+RECOVERY_HEADER = recovery_header(TOP1)  # a classifier's, as every diagnosis so far
 
 
 def agreement(records: list[DiagnosisRecord], top: int = 6) -> list[tuple[str, list[str],
@@ -241,8 +250,8 @@ def markdown(record: DiagnosisRecord, level: str = "##", figure_link: bool = Tru
     if record.recovery:
         lines += ["", f"{level}# Recovery curve ({record.recovery['eval_samples']} samples, "
                       f"{record.recovery['rounds']} interleaved speed rounds)", ""]
-        lines += _md_table(RECOVERY_HEADER, [recovery_cells(r) for r in
-                                             record.recovery["rows"]])
+        lines += _md_table(recovery_header(metric_of(record)),
+                           [recovery_cells(r) for r in record.recovery["rows"]])
         if cost_rows(record):
             lines += ["", f"{level}# {cost_title(record)}", ""] + _md_table(COST_HEADER,
                                                                         cost_rows(record))
@@ -277,8 +286,8 @@ def to_html(record: DiagnosisRecord) -> str:
              + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(record))
              + "</ul>", table(WORST_HEADER, worst_rows(record))]
     if record.recovery:
-        parts.append(table(RECOVERY_HEADER, [recovery_cells(r)
-                                             for r in record.recovery["rows"]]))
+        parts.append(table(recovery_header(metric_of(record)),
+                           [recovery_cells(r) for r in record.recovery["rows"]]))
         if cost_rows(record):
             parts.append(f"<h3>{html.escape(cost_title(record))}</h3>"
                          + table(COST_HEADER, cost_rows(record)))
@@ -303,7 +312,8 @@ def figures(records: list[DiagnosisRecord]) -> list[Any]:
 
 def draw(record: DiagnosisRecord, path: Path) -> Path | None:
     """The diagnosis figure: SQNR and added error along the network, worst layers marked
-    (and, with a recovery curve, top-1 and throughput against K). None without matplotlib."""
+    (and, with a recovery curve, its metric and throughput against K). None without
+    matplotlib."""
     try:
         import matplotlib
 
@@ -320,7 +330,7 @@ def draw(record: DiagnosisRecord, path: Path) -> Path | None:
                              squeeze=False)
     _draw_layers(axes[0][0], record)
     if rows:
-        _draw_recovery(axes[0][1], rows)
+        _draw_recovery(axes[0][1], rows, metric_of(record))
     fig.suptitle(title(record), fontsize=10)
     fig.tight_layout()
     out = io.BytesIO()
@@ -355,16 +365,17 @@ def _draw_layers(ax: Any, record: DiagnosisRecord) -> None:
     ax.legend(fontsize=7, loc="upper right")
 
 
-def _draw_recovery(ax: Any, rows: list[dict[str, Any]]) -> None:
+def _draw_recovery(ax: Any, rows: list[dict[str, Any]], metric: Metric) -> None:
     curve = [row for row in rows if row["k"] is not None]
     ks = [row["k"] for row in curve]
-    ax.plot(ks, [row["top1"] for row in curve], "o-", color="tab:green", label="top-1 %")
+    ax.plot(ks, [row["top1"] for row in curve], "o-", color="tab:green",
+            label=value_label(metric))
     ref = next((row for row in rows if row["k"] is None), None)
     if ref:
         ax.axhline(ref["top1"], color="tab:green", linestyle="--", label=ref["label"])
     ax.set_xticks(ks)
     ax.set_xlabel("K layers kept in FP32")
-    ax.set_ylabel("top-1 %")
+    ax.set_ylabel(value_label(metric))
     speed = ax.twinx()
     medians = [row["samples_per_s"]["median"] for row in curve]
     low = [m - (row["samples_per_s"]["low"] or m) for m, row in zip(medians, curve, strict=True)]

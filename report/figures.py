@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from quantmark.report import quality  # noqa: E402
 from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
 from quantmark.report.stats import Interval, Ratio, bound_text  # noqa: E402
 from quantmark.sut.registry import variant_order  # noqa: E402
@@ -58,12 +59,9 @@ class Figure:
     caption: str = ""  # what the reader must know to read it (marks, error bars)
 
 
-def _families(study: Study) -> list[str]:
-    return list(dict.fromkeys(c.family for c in study.configs))
-
-
 def _color(study: Study, sut: str):
-    return PALETTE(_families(study).index(family(sut)) % 10)
+    """The SUT's framework's colour: the study's frameworks in first-seen order."""
+    return PALETTE(list(dict.fromkeys(c.family for c in study.configs)).index(family(sut)) % 10)
 
 
 def _png(fig) -> bytes:
@@ -273,8 +271,10 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
 
 
 def random_weights(configs: list[Config]) -> bool:
-    """The model's weights are random (seeded): its top-1 is chance, not a quality measure."""
-    return any("random" in c.derived["weights"].lower() for c in configs)
+    """The model's weights are random (seeded): a classifier's top-1 is chance, not a quality
+    measure (another task's metric is drawn as it is)."""
+    return any("random" in c.derived["weights"].lower() and
+               quality.classifies(c.derived["quality_metric"]) for c in configs)
 
 
 def _bars(pairs: list[tuple[float, float]]) -> np.ndarray | None:
@@ -286,7 +286,7 @@ def _pareto_bars(rows: list[Config], per_sample: bool, random: bool
                  ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The accuracy-latency points' error bars: x, the latency's 95% interval over repeats
     (Offline: of the time per sample, 1000 / samples/s); y, the 95% interval of the paired
-    top-1 change vs the framework's FP32, around the point (none for random weights)."""
+    quality change vs the framework's FP32, around the point (none for random weights)."""
     xs, ys = [], []
     for c in rows:
         found = c.derived["metric_interval"]
@@ -297,7 +297,7 @@ def _pareto_bars(rows: list[Config], per_sample: bool, random: bool
             xs.append((x - 1000.0 / found.high, 1000.0 / found.low - x))
         else:
             xs.append(((c.metric - found.low) / 1e6, (found.high - c.metric) / 1e6))
-        change = None if random else c.derived["top1_change"]
+        change = None if random else c.derived["quality_change"]
         ys.append((change.delta_points - change.low, change.high - change.delta_points)
                   if change else (0.0, 0.0))
     return _bars(xs), _bars(ys)
@@ -320,12 +320,14 @@ def _marker(study: Study, config: Config, on_front: bool) -> dict:
 
 
 def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
-    """Top-1 against the SingleStream official latency (else Offline time per sample), the
-    Pareto front (nothing both faster and more accurate) drawn and its points named. For
-    random weights the y axis is agreement with the framework's FP32: top-1 would be chance."""
+    """The run's quality metric (top-1, a detector's mAP) against the SingleStream official
+    latency (else Offline time per sample), the Pareto front (nothing both faster and more
+    accurate) drawn and its points named. For a classifier with random weights the y axis is
+    agreement with the framework's FP32: top-1 would be chance."""
     mine = [c for c in study.configs if (c.system, c.model) == (system, model) and c.metric]
     random = random_weights(mine)
-    key = "agreement_with_fp32" if random else "top1"
+    metric = quality.in_order(c.derived["quality_metric"] for c in mine)[0]
+    key = "agreement_with_fp32" if random else "quality"
     mine = [c for c in mine if c.derived[key] is not None]
     single = [c for c in mine if c.scenario == "SingleStream"]
     if single:
@@ -358,24 +360,19 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     ax.set_xlim(min(xs) / 1.6, max(xs) * 1.6)  # span decades, and then runs off its edge
     _plain(ax.xaxis)
     ax.set_xlabel(xlabel + ", log scale")
-    if random:
-        ax.set_ylabel("top-1 agreement with the framework's FP32 (%)")
-        title = f"{model} on {system}: agreement with FP32 vs latency (random weights)"
-    else:
-        ax.set_ylabel("top-1 accuracy (%)")
-        title = f"{model} on {system}: accuracy vs latency"
-    ax.set_title(title, fontsize=11)
+    ax.set_ylabel(quality.axis_label(metric, agreement=random))
+    ax.set_title(f"{model} on {system}: " + ("agreement with FP32 vs latency (random weights)"
+                                             if random else "accuracy vs latency"), fontsize=11)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="lower right")
     return Figure("pareto", f"Accuracy vs latency — {model} ({system})",
                   f"pareto-{_slug(system, model)}.png", _png(fig),
                   f"scatter of accuracy against latency for {model}, Pareto front marked",
                   "Points: medians over repeats. Horizontal bars: the latency's 95% interval "
-                  "(it may run off the axis, which the points set); "
-                  "vertical bars: the 95% interval of the top-1 change vs the framework's FP32 "
-                  "(paired per sample), drawn around the point. Hollow points: one run, so no "
-                  "interval (not as precise as the others); no vertical bar: no paired "
-                  "accuracy run.")
+                  "(it may run off the axis, which the points set); vertical bars: the 95% "
+                  f"interval of the {metric.name} change vs the framework's FP32 (paired per "
+                  "sample), drawn around the point. Hollow points: one run, so no interval "
+                  "(not as precise as the others); no vertical bar: no paired accuracy run.")
 
 
 def batch_scan(study: Study, system: str, model: str) -> Figure | None:

@@ -3,18 +3,24 @@
 ``quantmark.report.stats`` does the statistics; this module decides what goes into them: a
 metric's repeats (95% interval of the median), which repeats of two configurations pair up
 for a speedup (the same repeat index: interleaved runs that shared the machine's state),
-which samples of two accuracy runs pair up for a top-1 change (the same image, never the same
-QSL index; grouped by source photo where the data names one), and which runs other processes
-disturbed.
+which samples of two accuracy runs pair up for a quality change (classification's top-1: the
+same image, never the same QSL index, grouped by source photo where the data names one; a task
+that pairs its own runs, such as detection's mAP, is asked), and which runs other processes
+disturbed; and how those figures read in the tables, labelled by the run's metric
+(``report.quality``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quantmark.ground.metric import Metric
 from quantmark.report.accuracy import RunSamples, run_samples, run_task, samples_change
 from quantmark.report.agreement import agree
+from quantmark.report.quality import change_label, classifies, value_label
 from quantmark.report.stats import (
     CONFIDENCE,
     AccuracyChange,
@@ -25,9 +31,11 @@ from quantmark.report.stats import (
     speedup,
 )
 from quantmark.report.stopping import look
+from quantmark.report.table_formats import number
 
 if TYPE_CHECKING:
-    from quantmark.report.characterize import Config, Run
+    from quantmark.report.study import Config, Run
+    from quantmark.tasks.contract import QualityChange
 
 
 def repeat_index(run: Run) -> int | None:
@@ -176,10 +184,11 @@ class AccuracyLogs:
         return result.percent if result and result.compared else None
 
     def change(self, key: tuple[str, str, str], reference: tuple[str, str, str]
-               ) -> AccuracyChange | None:
-        """The top-1 change of ``key`` over ``reference`` on the images both answered, with
-        its interval and verdict; None against itself, or when they share no image. Grouped
-        by source image where the runs recorded one (val_groups.txt)."""
+               ) -> AccuracyChange | QualityChange | None:
+        """The quality change of ``key`` over ``reference`` on the images both answered,
+        with its interval and verdict; None against itself, or when they share no image. A
+        task that pairs its own runs is asked (a detector's mAP); top-1's is grouped by source
+        image where the runs recorded one (val_groups.txt)."""
         if key == reference:
             return None
         task = run_task(self.accuracy[key]["folder"]) if key in self.accuracy else None
@@ -213,7 +222,7 @@ def derived(config: Config, fp32: Config | None, best: Config | None, logs: Accu
         "speedup_vs_fp32_ratio": vs_fp32,
         "speedup_vs_best_fp32": point(config, best, vs_best),
         "speedup_vs_best_fp32_ratio": vs_best,
-        "top1_change": logs.change(key, fp32_key),
+        "quality_change": logs.change(key, fp32_key),
         "agreement_with_fp32": logs.agreement(key, fp32_key),
         "disturbed": disturbed,
         "disturbance_checked": checked,
@@ -265,18 +274,43 @@ def verdict(config: Config, which: str) -> str | None:
     return "baseline" if _is_reference(config, which) and config.derived[which] else None
 
 
-def top1_change_text(config: Config) -> str:
-    """The paired top-1 change (interval, p of the test that fits the data, verdict); the
-    bare difference of the two top-1 figures when the runs cannot be paired per image."""
+def quality_change_text(config: Config) -> str:
+    """The paired change in the run's metric (interval, the test or resampling that fits
+    the data, verdict); the bare difference of the two figures when the runs cannot be
+    paired per image."""
     d = config.derived
-    change: AccuracyChange | None = d["top1_change"]
+    change: AccuracyChange | QualityChange | None = d["quality_change"]
     if change is not None:
         return change.text()
-    if d["top1_change_vs_fp32"] is None:
+    if d["quality_change_vs_fp32"] is None:
         return "-"
     if d["fp32_baseline"] == config.sut:
         return "baseline"
-    return f"{d['top1_change_vs_fp32']:+.2f} pt (not paired)"
+    return f"{d['quality_change_vs_fp32']:+.2f} pt (not paired)"
+
+
+AGREEMENT_LABEL = "agree FP32 %"
+
+
+def _own(metric: Metric, text: Callable[[Config], str], config: Config) -> str:
+    """``text`` of a row scored by ``metric``; "-" in another metric's column."""
+    return text(config) if config.derived["quality_metric"] == metric else "-"
+
+
+def quality_columns(metrics: list[Metric], figure: bool = True, change: bool = True,
+                    agreement: bool = True) -> list[tuple[str, Callable[[Config], str]]]:
+    """(header, cell) of each metric's ``figure`` and its paired ``change`` against the
+    framework's FP32, then the ``agreement`` with FP32 where a metric classifies (top-1's)."""
+    columns: list[tuple[str, Callable[[Config], str]]] = []
+    for metric in metrics:
+        if figure:
+            columns.append((value_label(metric), partial(
+                _own, metric, lambda c: number(c.derived["quality"], 2))))
+        if change:
+            columns.append((change_label(metric), partial(_own, metric, quality_change_text)))
+    if agreement and any(classifies(metric) for metric in metrics):
+        columns.append((AGREEMENT_LABEL, lambda c: number(c.derived["agreement_with_fp32"], 1)))
+    return columns
 
 
 def disturbed_text(config: Config) -> str:

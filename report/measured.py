@@ -11,7 +11,7 @@ from quantmark.report import percentiles
 from quantmark.report.loadgen_log import PERCENTILES, RunSummary
 
 if TYPE_CHECKING:
-    from quantmark.report.characterize import Config
+    from quantmark.report.study import Config
 
 
 def _spread(values: list[float]) -> float | None:

@@ -17,13 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from quantmark.report.quality import metric_of  # noqa: E402
 from quantmark.report.recommend_section import objective_label  # noqa: E402
-
-CAPTION = ("Each point: one candidate's objective figure (median over the VALID runs the "
-           "search judged it by, error bars its 95% interval) against its top-1 change versus "
-           "the best FP32 (paired, error bars its 95% interval). Star: the recommendation; "
-           "blue diamonds: the tied candidates (or, with no answer, the closest one); grey: "
-           "dropped by the search; hollow: no accuracy result. Red lines: the limits.")
 
 
 def _points(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -93,7 +88,7 @@ def pareto_png(record: dict[str, Any]) -> bytes | None:
     ax.axhline(0.0, color="#777", linewidth=0.5)
     ax.set_xlabel(objective_label(record.get("objective", "")) + (
         ", higher is better" if record.get("higher_is_better") else ", lower is better"))
-    ax.set_ylabel("top-1 change vs best FP32 (points)")
+    ax.set_ylabel(f"{metric_of(record).name} change vs best FP32 (points)")
     ax.set_title(f"{record.get('model', '')} {record.get('scenario', '')}: "
                  f"{record.get('verdict', '')}", fontsize=10)
     if ax.get_legend_handles_labels()[0]:

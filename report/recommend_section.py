@@ -19,7 +19,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.metric import Metric
 from quantmark.ground.records import RecommendationRecord
+from quantmark.report import quality
 from quantmark.report.record_folders import records_under
 from quantmark.report.table_formats import html_table, markdown_table, number
 
@@ -32,8 +34,19 @@ UNITS = {"latency_ms": "ms", "samples_per_s": "samples/s"}
 LIMITS = {"max_accuracy_drop": ("--max-accuracy-drop", "pts"), "latency_ms": ("--latency", "ms"),
           "min_throughput": ("--min-throughput", "samples/s"),
           "max_memory_mb": ("--max-memory", "MB"), "max_model_size_mb": ("--max-model-size", "MB")}
-HEADER = ["candidate", "objective", "Δ top-1 pts", "executed", "runs", "disturbed", "peak MB",
+CHANGE = "change"  # HEADER's place of the accuracy change, named by the record's metric
+HEADER = ["candidate", "objective", CHANGE, "executed", "runs", "disturbed", "peak MB",
           "size MB", "status"]
+
+
+def caption(metric: Metric) -> str:
+    """The Pareto figure's caption (``recommend_figure`` draws it when the search runs)."""
+    return ("Each point: one candidate's objective figure (median over the VALID runs the "
+            f"search judged it by, error bars its 95% interval) against its {metric.name} "
+            "change versus the best FP32 (paired, error bars its 95% interval). Star: the "
+            "recommendation; blue diamonds: the tied candidates (or, with no answer, the "
+            "closest one); grey: dropped by the search; hollow: no accuracy result. Red lines: "
+            "the limits.")
 
 
 def objective_label(objective: str) -> str:
@@ -64,14 +77,15 @@ def candidate_lines(record: RecommendationRecord, c: dict[str, Any]) -> list[str
     lines = [f"{objective_label(record.objective).split(' (')[0]}: "
              f"{figure.get('text', 'no valid run')} {unit if figure else ''}".rstrip()
              + f" over {judged} of its {runs} runs"]
-    accuracy = c.get("accuracy")
+    accuracy, metric = c.get("accuracy"), quality.metric_of(record)
     if not accuracy:
         lines.append("accuracy change: not measured")
     elif accuracy.get("why"):
         lines.append(f"accuracy change: unknown ({accuracy['why']})")
     else:
         lines.append(f"accuracy change vs {accuracy.get('reference', 'the best FP32')}: "
-                     f"{accuracy.get('text', '')} pts (top-1 {number(accuracy.get('top1'))}%)")
+                     f"{accuracy.get('text', '')} pts ({metric.name} "
+                     f"{number(quality.figure(accuracy, metric))}{metric.unit})")
     lines.append(f"executed precision: {c.get('executed_precision') or 'not recorded'}")
     disturbed = c.get("disturbed_runs", 0)
     kept = ("left out of its figures" if judged < c.get("valid_runs", 0) else
@@ -191,7 +205,9 @@ def rows(record: RecommendationRecord) -> list[list[str]]:
 
 
 def _header(record: RecommendationRecord) -> list[str]:
-    return [objective_label(record.objective) if h == "objective" else h for h in HEADER]
+    named = {"objective": objective_label(record.objective),
+             CHANGE: f"Δ {quality.metric_of(record).name} pts"}
+    return [named.get(h, h) for h in HEADER]
 
 
 def markdown(record: RecommendationRecord, level: str = "##") -> list[str]:
@@ -215,7 +231,6 @@ def markdown_all(records: list[RecommendationRecord]) -> list[str]:
 def figures(records: list[RecommendationRecord]) -> list[Any]:
     """Each recommendation's Pareto figure (drawn when it ran) for the report's Figures."""
     from quantmark.report.figures import Figure
-    from quantmark.report.recommend_figure import CAPTION
 
     found = []
     for record in records:
@@ -224,7 +239,7 @@ def figures(records: list[RecommendationRecord]) -> list[Any]:
             name = f"recommend-{record.model}-{record.scenario}.png"
             found.append(Figure("recommend", f"Recommendation: {title(record)}", name,
                                 path.read_bytes(), "accuracy change against the objective",
-                                CAPTION))
+                                caption(quality.metric_of(record))))
     return found
 
 

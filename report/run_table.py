@@ -1,7 +1,8 @@
 """The percentile table of every run under a folder, as rows, CSV and Markdown.
 
 Rows come from LoadGen's detail logs (``report.loadgen_log``); ``results.json`` beside a log
-adds what LoadGen does not know (SUT, model, quick or official, accuracy). Every output form
+adds what LoadGen does not know (SUT, model, quick or official, accuracy in its task's metric:
+``report.quality`` names the column, one per metric the runs are scored by). Every output form
 (console, CSV, Markdown) takes its cells by column name from one record per run
 (``row_record``), so no form can drift a column off its header. A log LoadGen did not finish is
 a marked row (validity INCOMPLETE) with a warning, never a plain one; so is a run that other
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantmark.ground.hashing import atomic_write_text
+from quantmark.ground.metric import TOP1, Metric
 from quantmark.ground.records import RunRecord
+from quantmark.report import quality
 from quantmark.report.current_set import read_results
 from quantmark.report.loadgen_log import (
     PERCENTILES,
@@ -48,6 +51,7 @@ class Row:
     throttling_reasons: str = ""
     disturbed: str = ""  # "yes" / "no": other processes used the machine; "" when unknown
     disturbed_why: str = ""
+    metric: Metric = TOP1  # what ``accuracy`` is in: the run's task's (top-1, mAP ...)
 
     def metric_text(self) -> str:
         value = self.summary.metric_value
@@ -84,10 +88,11 @@ def _mode(loadgen_mode: str) -> str:
 def _row(folder: Path, summary: RunSummary) -> Row:
     results = read_results(folder) or RunRecord()  # none: the log alone names the run
     config, settings = results.config, results.settings
-    accuracy = (results.accuracy or {}).get("top1")
+    metric = quality.metric_of(results)
+    accuracy = quality.figure(results.accuracy, metric)
     thermal = results.machine.get("thermal") or {}
     interference = results.interference or {}
-    if accuracy is None and (folder / "accuracy.txt").is_file():
+    if accuracy is None and quality.classifies(metric) and (folder / "accuracy.txt").is_file():
         first = (folder / "accuracy.txt").read_text().split(",")[0]
         if first.startswith("accuracy="):
             accuracy = float(first.split("=")[1].rstrip("%"))
@@ -111,6 +116,7 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         disturbed={True: "yes", False: "no"}.get(interference.get("disturbed"), ""),
         disturbed_why=("; ".join(map(str, interference.get("why") or []))
                        if interference.get("disturbed") else ""),
+        metric=metric,
     )
 
 
@@ -119,20 +125,34 @@ def _label(percentile: str) -> str:
     return f"p{percentile.rstrip('0').rstrip('.')}"
 
 
-HEADER = ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
-          "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "queries",
-          "min_ms",
-          "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
-          "accuracy_top1", "calibration_hash", "path", "throttled", "disturbed"]
+def _accuracy_key(metric: Metric) -> str:
+    """The CSV column of an accuracy run's figure: ``accuracy_top1``, ``accuracy_map``."""
+    return f"accuracy_{metric.key}"
 
-# The console table: (column label, field of row_record or "metric_text"); "-" for blanks.
-CONSOLE_COLUMNS: list[tuple[str, str]] = [
-    ("sut", "sut"), ("executed", "executed_precision"), ("model", "model"),
-    ("scenario", "scenario"), ("mode", "mode"), ("run", "run"), ("validity", "validity"),
-    ("metric", "metric_text"), ("samples/s", "samples_per_s"),
-    *[(_label(p), f"{_label(p)}_ms") for p in PERCENTILES],
-    ("top-1", "accuracy_top1"), ("throttled", "throttled"), ("disturbed", "disturbed"),
-]
+
+def scored_by(rows: list[Row]) -> list[Metric]:
+    """The metrics the rows' runs are scored by, first seen first (top-1 without any)."""
+    return quality.in_order(row.metric for row in rows)
+
+
+def header(metrics: list[Metric]) -> list[str]:
+    """The CSV and Markdown columns: an accuracy column per metric."""
+    return ["system", "sut", "executed_precision", "model", "scenario", "mode", "run",
+            "validity", "metric", "metric_value", "metric_unit", "samples_per_s", "queries",
+            "min_ms", "mean_ms", "max_ms", *[f"{_label(p)}_ms" for p in PERCENTILES],
+            *[_accuracy_key(m) for m in metrics], "calibration_hash", "path", "throttled",
+            "disturbed"]
+
+
+def console_columns(metrics: list[Metric]) -> list[tuple[str, str]]:
+    """The console table: (column label, field of row_record or "metric_text"); "-" for
+    blanks."""
+    return [("sut", "sut"), ("executed", "executed_precision"), ("model", "model"),
+            ("scenario", "scenario"), ("mode", "mode"), ("run", "run"), ("validity", "validity"),
+            ("metric", "metric_text"), ("samples/s", "samples_per_s"),
+            *[(_label(p), f"{_label(p)}_ms") for p in PERCENTILES],
+            *[(quality.value_label(m, unit=False), _accuracy_key(m)) for m in metrics],
+            ("throttled", "throttled"), ("disturbed", "disturbed")]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -143,9 +163,10 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value / 1e6:.3f}"
 
 
-def row_record(row: Row, root: Path) -> dict[str, str]:
-    """One run's cells by column name (the names of ``HEADER``). A percentile is blank for
-    Offline and where it rests on too few queries (``report.percentiles``)."""
+def row_record(row: Row, root: Path, metrics: list[Metric] | None = None) -> dict[str, str]:
+    """One run's cells by column name (the names of ``header(metrics)``; the row's own
+    metric's alone without ``metrics``). A percentile is blank for Offline and where it rests
+    on too few queries (``report.percentiles``); another metric's accuracy is blank."""
     s = row.summary
     return {
         "system": row.system, "sut": row.sut, "executed_precision": row.executed_precision,
@@ -159,31 +180,28 @@ def row_record(row: Row, root: Path) -> dict[str, str]:
         "queries": "" if s.query_count is None else str(s.query_count),
         **{f"{_label(p)}_ms": "" if why_not(row.scenario, p, s.query_count)
            else _ms(s.percentiles_ns.get(p)) for p in PERCENTILES},
-        "accuracy_top1": "" if row.accuracy is None else f"{row.accuracy:.3f}",
+        **{_accuracy_key(m): "" if row.accuracy is None or m != row.metric else
+           f"{row.accuracy:.3f}" for m in metrics or [row.metric]},
         "calibration_hash": row.calibration_hash, "path": _relative(row.path, root),
         "throttled": row.throttled, "disturbed": row.disturbed,
     }
 
 
-def row_values(row: Row, root: Path) -> list[str]:
-    """The cells in ``HEADER`` order (CSV)."""
-    return ordered(HEADER, row_record(row, root))
-
-
-def _shown(row: Row, root: Path) -> dict[str, str]:
+def _shown(row: Row, root: Path, metrics: list[Metric] | None = None) -> dict[str, str]:
     """``row_record`` as people read it: a percentile not shown says why (``n/a`` for Offline,
     one query of every sample; ``n/a (k queries)`` where it would be the slowest query)."""
-    record = row_record(row, root)
+    record = row_record(row, root, metrics)
     for p in PERCENTILES:
         record[f"{_label(p)}_ms"] = (why_not(row.scenario, p, row.summary.query_count)
                                      or record[f"{_label(p)}_ms"])
     return record
 
 
-def console_cells(row: Row, root: Path) -> list[str]:
-    """The cells in ``CONSOLE_COLUMNS`` order, "-" where a value is blank."""
-    record = {**_shown(row, root), "metric_text": row.metric_text()}
-    return [record[field] or "-" for _, field in CONSOLE_COLUMNS]
+def console_cells(row: Row, root: Path, metrics: list[Metric] | None = None) -> list[str]:
+    """The cells in ``console_columns(metrics)`` order, "-" where a value is blank."""
+    metrics = metrics or [row.metric]
+    record = {**_shown(row, root, metrics), "metric_text": row.metric_text()}
+    return [record[field] or "-" for _, field in console_columns(metrics)]
 
 
 def incomplete_warnings(rows: list[Row], root: Path) -> list[str]:
@@ -204,15 +222,17 @@ def disturbed_warnings(rows: list[Row], root: Path) -> list[str]:
 def to_csv(rows: list[Row], root: Path) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADER)
+    metrics = scored_by(rows)
+    writer.writerow(header(metrics))
     for row in rows:
-        writer.writerow(row_values(row, root))
+        writer.writerow(ordered(header(metrics), row_record(row, root, metrics)))
     return buffer.getvalue()
 
 
 def to_markdown(rows: list[Row], root: Path) -> str:
-    lines = markdown_table(HEADER, [[v or "-" for v in ordered(HEADER, _shown(row, root))]
-                                    for row in rows])
+    metrics = scored_by(rows)
+    lines = markdown_table(header(metrics), [
+        [v or "-" for v in ordered(header(metrics), _shown(row, root, metrics))] for row in rows])
     note = ("\nLatencies are LoadGen's own nearest-rank percentiles in ms. None for Offline "
             "(one query of every sample); a percentile p needs more than 1/(1-p) queries "
             "(p99: 101, p99.9: 1001), else it would be the slowest query and reads n/a (k "

@@ -9,7 +9,7 @@ from quantmark.ground.hashing import hash_json
 from quantmark.ground.records import RunRecord
 
 if TYPE_CHECKING:
-    from quantmark.report.characterize import Run
+    from quantmark.report.study import Run
 
 
 def _gpu_identity(gpu: dict[str, Any]) -> list[Any]:

@@ -1,7 +1,8 @@
 """Write the characterization report: report.md, report.csv, runs.csv, report.html, figures/.
 
 ``report.csv`` has one row per configuration (medians over repeats with their 95% intervals,
-speedups with their verdicts, the paired top-1 change, the runs other processes disturbed);
+speedups with their verdicts, the paired change in the task's metric (top-1, a detector's mAP:
+``report.quality`` labels it), the runs other processes disturbed);
 ``runs.csv`` one row per LoadGen run, every number as LoadGen logged it. ``report.html`` is
 self-contained (figures embedded), so it can be mailed or attached as one file.
 """
@@ -19,26 +20,25 @@ import quantmark.report.profile_section as profile_section  # run.py profile's r
 import quantmark.report.recommend_section as recommend_section  # run.py recommend's
 import quantmark.report.workload_tables as workload_tables  # by input size, by dataset
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
-from quantmark.report import diagnosis_section, ensemble_tables, ensembles, stopping, training
+from quantmark.ground.metric import TOP1, Metric
+from quantmark.report import diagnosis_section, ensemble_tables, ensembles, quality, training
 from quantmark.report.characterize import Config, Run, Study, batch_scan, load
 from quantmark.report.ensemble_figure import ensemble_figures
 from quantmark.report.figures import Figure, all_figures
 from quantmark.report.intervals import (
-    DISTURBED_WARNING,
-    disturbed_lines,
     disturbed_text,
     metric_text,
+    quality_columns,
     repeat_index,
     speedup_text,
-    top1_change_text,
     verdict,
-    verdicts_note,
 )
 from quantmark.report.loadgen_log import PERCENTILES
 from quantmark.report.machine_table import MACHINE_HEADER, machine_rows
 from quantmark.report.percentiles import CSV_COLUMNS, csv_cells, why_not
-from quantmark.report.percentiles import NOTE as PERCENTILES_NOTE
 from quantmark.report.reportable import require_reportable
+from quantmark.report.size_figure import size_figures
+from quantmark.report.study_notes import metrics, notes, opening_warnings
 from quantmark.report.table_formats import csv_text, html_table, markdown_table, number, ordered
 
 
@@ -55,8 +55,9 @@ def _pct(config: Config, key: str) -> str:
     return config.derived["percentiles"][key].text()
 
 
-# (header, value) of the summary tables shown in Markdown and HTML
-COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
+Column = tuple[str, Callable[[Config], str]]
+# (header, value) of the summary tables shown in Markdown and HTML: before the quality columns
+LEADING: list[Column] = [
     ("SUT", lambda c: f"{c.sut} ⚠" if c.derived["disturbed"] else c.sut),
     ("executed", lambda c: c.derived["executed_precision"] or "-"),
     ("batch", lambda c: str(c.batch_size)),
@@ -68,9 +69,9 @@ COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
     ("samples/s", lambda c: number(c.derived["samples_per_s"], 1)),
     ("× fw FP32", lambda c: speedup_text(c, "speedup_vs_fp32")),
     ("× best FP32", lambda c: speedup_text(c, "speedup_vs_best_fp32")),
-    ("top-1 %", lambda c: number(c.derived["top1"], 2)),
-    ("Δ top-1 vs fw FP32", top1_change_text),
-    ("agree FP32 %", lambda c: number(c.derived["agreement_with_fp32"], 1)),
+]
+# ... and after them
+TRAILING: list[Column] = [
     ("p50 ms", lambda c: _pct(c, "50.00")),
     ("p90 ms", lambda c: _pct(c, "90.00")),
     ("p95 ms", lambda c: _pct(c, "95.00")),
@@ -86,6 +87,16 @@ COLUMNS: list[tuple[str, Callable[[Config], str]]] = [
     ("fingerprint", lambda c: c.derived["fingerprint"]),
 ]
 
+
+def columns(scored_by: list[Metric]) -> list[Column]:
+    """The summary table's columns for rows scored by ``scored_by`` (``report.quality``): a
+    figure and a paired change per metric, agreement with FP32 where a metric classifies."""
+    return [*LEADING, *quality_columns(scored_by), *TRAILING]
+
+
+COLUMNS = columns([TOP1])  # a classification table's, as before tasks
+
+
 def _label(percentile: str) -> str:
     """``99.90`` -> ``p99.9``."""
     return f"p{percentile.rstrip('0').rstrip('.')}"
@@ -98,20 +109,29 @@ def _ratio_columns(name: str) -> list[str]:
             f"{name}_paired"]
 
 
-CSV_HEADER = ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
-              "run_kind", "validity", "metric_name", "metric_unit", "metric_median", "metric_low",
-              "metric_high", "metric_interval_method", "metric_mean", "metric_std", "metric_min",
-              "metric_max", "samples_per_s_median", "samples_per_s_low", "samples_per_s_high",
-              "samples_per_s_mean", "samples_per_s_std", "queries_min", *CSV_COLUMNS,
-              *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
-              "best_fp32", "top1", "top1_change_vs_fp32_pts", "top1_change_low_pts",
-              "top1_change_high_pts", "top1_change_p", "top1_change_test", "top1_change_verdict",
-              "top1_change_samples", "top1_change_groups", "top1_change_left_out",
-              "agreement_with_fp32_pct", "weights", "model_size_mb", "conversion_s",
-              "conversion_steps", "prepare_s", "load_s", "warmup_s", "peak_rss_mb", "gpu_memory_mb",
-              "energy_j_per_sample_informative", "power_w_informative", "executed_precision",
-              "fingerprint", "workers", "throttled", "throttling_reasons", "disturbed_runs",
-              "disturbance_checked_runs", "disturbed_why"]
+# a metric's report.csv columns (``quality.csv_key``): top1, top1_change_vs_fp32_pts ...
+QUALITY_SUFFIXES = ("", "change_vs_fp32_pts", "change_low_pts", "change_high_pts", "change_p",
+                    "change_test", "change_verdict", "change_samples", "change_groups",
+                    "change_left_out")
+
+
+def csv_header(scored_by: list[Metric]) -> list[str]:
+    """report.csv's columns: one group per metric the rows are scored by (``QUALITY_SUFFIXES``)."""
+    return ["system", "model", "sut", "framework", "precision", "scenario", "batch_size", "n",
+            "run_kind", "validity", "metric_name", "metric_unit", "metric_median", "metric_low",
+            "metric_high", "metric_interval_method", "metric_mean", "metric_std", "metric_min",
+            "metric_max", "samples_per_s_median", "samples_per_s_low", "samples_per_s_high",
+            "samples_per_s_mean", "samples_per_s_std", "queries_min", *CSV_COLUMNS,
+            *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
+            "best_fp32", *[quality.csv_key(metric, suffix) for metric in scored_by
+                           for suffix in QUALITY_SUFFIXES],
+            "agreement_with_fp32_pct", "weights", "model_size_mb", "conversion_s",
+            "conversion_steps", "prepare_s", "load_s", "warmup_s", "peak_rss_mb",
+            "gpu_memory_mb", "energy_j_per_sample_informative", "power_w_informative",
+            "executed_precision", "fingerprint", "workers", "throttled", "throttling_reasons",
+            "disturbed_runs", "disturbance_checked_runs", "disturbed_why"]
+
+
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
                "metric_name", "metric_value", "metric_unit", "samples_per_s", "queries",
                "min_latency_ns", "mean_latency_ns", "max_latency_ns",
@@ -127,26 +147,34 @@ def _ratio_record(c: Config, name: str) -> dict[str, Any]:
             f"{name}_paired": found and found.paired}
 
 
+def _quality_record(d: dict[str, Any], scored_by: list[Metric]) -> dict[str, Any]:
+    """The row's figure and its paired change in its own metric's columns; the other metrics'
+    blank. A change without a p-value (a bootstrap's) leaves it blank too."""
+    change, own = d["quality_change"], d["quality_metric"]
+    p_value = change and change.p_value
+    values = (d["quality"], d["quality_change_vs_fp32"], change and change.low,
+              change and change.high, None if p_value != p_value else p_value,
+              change and change.method, change and change.verdict, change and change.n_samples,
+              change and change.n_groups, change and change.left_out)
+    return {quality.csv_key(metric, suffix): value if metric == own else None
+            for metric in scored_by
+            for suffix, value in zip(QUALITY_SUFFIXES, values, strict=True)}
+
+
 def _interval_record(d: dict[str, Any]) -> dict[str, Any]:
-    """The metric's and samples/s's median and 95% interval, the paired top-1 change."""
-    metric, samples, change = d["metric_interval"], d["samples_per_s_interval"], d["top1_change"]
+    """The metric's and samples/s's median and 95% interval."""
+    metric, samples = d["metric_interval"], d["samples_per_s_interval"]
     return {
         "metric_median": d["metric"], "metric_low": metric and metric.low,
         "metric_high": metric and metric.high, "metric_interval_method": metric and metric.method,
         "samples_per_s_median": d["samples_per_s"], "samples_per_s_low": samples and samples.low,
         "samples_per_s_high": samples and samples.high,
-        "top1_change_low_pts": change and change.low,
-        "top1_change_high_pts": change and change.high,
-        "top1_change_p": change and change.p_value, "top1_change_test": change and change.method,
-        "top1_change_left_out": change and change.left_out,
-        "top1_change_verdict": change and change.verdict,
-        "top1_change_samples": change and change.n_samples,
-        "top1_change_groups": change and change.n_groups,
     }
 
 
-def _config_record(c: Config) -> dict[str, Any]:
-    """One configuration's report.csv cells by column name (``CSV_HEADER``)."""
+def _config_record(c: Config, scored_by: list[Metric] | None = None) -> dict[str, Any]:
+    """One configuration's report.csv cells by column name (``csv_header(scored_by)``; its
+    own metric's alone without ``scored_by``)."""
     d = c.derived
     return {
         "system": c.system, "model": c.model, "sut": c.sut, "framework": c.family,
@@ -158,8 +186,7 @@ def _config_record(c: Config) -> dict[str, Any]:
         "samples_per_s_std": d["samples_per_s_std"],
         "queries_min": d["queries"], **csv_cells(d["percentiles"]),
         **_ratio_record(c, "speedup_vs_fp32"), **_ratio_record(c, "speedup_vs_best_fp32"),
-        "best_fp32": d["best_fp32"], "top1": d["top1"],
-        "top1_change_vs_fp32_pts": d["top1_change_vs_fp32"],
+        "best_fp32": d["best_fp32"], **_quality_record(d, scored_by or [d["quality_metric"]]),
         "agreement_with_fp32_pct": d["agreement_with_fp32"], "weights": d["weights"],
         "model_size_mb": d["model_size_mb"], "conversion_s": d["conversion_s"],
         "conversion_steps": "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()),
@@ -175,7 +202,10 @@ def _config_record(c: Config) -> dict[str, Any]:
 
 
 def report_csv(study: Study) -> str:
-    return csv_text(CSV_HEADER, [ordered(CSV_HEADER, _config_record(c)) for c in study.configs])
+    scored_by = metrics(study)
+    header = csv_header(scored_by)
+    return csv_text(header, [ordered(header, _config_record(c, scored_by))
+                             for c in study.configs])
 
 
 def _run_record(c: Config, run: Run) -> dict[str, Any]:
@@ -199,73 +229,17 @@ def runs_csv(study: Study) -> str:
                                   for c in study.configs for run in c.runs])
 
 
-def _sections(study: Study) -> list[tuple[str, list[Config]]]:
-    """(title, configs) per machine, model and scenario, the fp32 of each framework first."""
+def _sections(study: Study) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) per machine, model and scenario, the fp32 of each framework
+    first; the quality columns those of the metric its rows are scored by (one model: one)."""
     out = []
     for system, model, scenario in sorted(study.keys("system", "model", "scenario")):
         mine = [c for c in study.configs if (c.system, c.model, c.scenario) ==
                 (system, model, scenario)]
-        out.append((f"{model} — {scenario} — {system}", mine))
+        shown = columns(quality.in_order(c.derived["quality_metric"] for c in mine))
+        out.append((f"{model} — {scenario} — {system}", [h for h, _ in shown],
+                    [[f(c) for _, f in shown] for c in mine]))
     return out
-
-
-def _notes(study: Study) -> list[str]:
-    notes = []
-    kinds = {c.derived["run_kind"] for c in study.configs}
-    if "quick" in kinds:
-        notes.append("Quick runs: shortened duration and query counts, NOT VALID FOR "
-                     "SUBMISSION; expected QPS/latency came from a measurement, not a guess.")
-    weights = {c.model: c.derived["weights"] for c in study.configs}
-    for model, text in sorted(weights.items()):
-        if "random" in text.lower():
-            notes.append(f"{model} has random weights ({text}): its top-1 is at chance level. "
-                         "`agree FP32 %` (share of samples whose class equals the same "
-                         "framework's FP32 SUT) is what shows a precision's accuracy cost.")
-    notes.append("`× fw FP32`: vs the same framework's FP32 SUT; `× best FP32`: vs the fastest "
-                 "FP32 SUT of any framework (same machine, model, scenario, batch). Latency "
-                 "scenarios compare the official latency, throughput ones samples/s.")
-    notes.append("Figures are medians over a configuration's repeats with their 95% interval in "
-                 "brackets (n=1: one run, no interval). A speedup whose interval holds 1× is "
-                 "'no measurable difference'; repeats with the same index are paired. `Δ top-1` "
-                 "pairs the two accuracy runs image by image (the images both saw): its 95% "
-                 "interval and p-value come from a t test over source photos where crops "
-                 "share one (the built-in dataset), else from McNemar's exact test.")
-    notes.append(verdicts_note(study.verdicts) + " `(all n runs equal)`: the runs did not "
-                 "differ, so there is no spread to give an interval of.")
-    if any(getattr(c.derived["metric_interval"], "method", "") in (stopping.METHOD,
-                                                                  stopping.NOT_MET)
-           for c in study.configs):
-        notes.append(f"Sets run with {stopping.RULE_TEXT}.")
-    notes.append(PERCENTILES_NOTE)
-    if any(c.derived["disturbed"] for c in study.configs):
-        notes.append("⚠ after a SUT: other processes disturbed some of its runs (the "
-                     "`disturbed` column counts them; see the warning above).")
-    notes.append("*Energy is informative only: whole-package counters (RAPL, NVML) over "
-                 "LoadGen's run, which include every other process; `-` where the machine "
-                 "exposes no counter.")
-    notes.append("Peak RSS: the test process's peak resident memory, kernel-accounted (it "
-                 "includes the dataset the QSL holds).")
-    return notes
-
-
-THROTTLE_WARNING = ("Warning: the board throttled (too hot, or short of voltage) during some "
-                    "runs. Cool it (heatsink, fan, a pause between runs) and run these again:")
-
-
-def _throttled(study: Study) -> list[str]:
-    """One line per configuration that throttled in any of its runs."""
-    return [f"{c.sut}, {c.scenario}, batch {c.batch_size} ({c.model} on {c.system}) throttled "
-            f"during the run ({'; '.join(c.derived['throttling_reasons']) or 'see results.json'}"
-            "): its numbers are not the board's steady speed."
-            for c in study.configs if c.derived["throttled"] == "yes"]
-
-
-def _warnings(study: Study) -> list[tuple[str, list[str]]]:
-    """(heading, one line per configuration) of each warning the report opens with: runs the
-    board throttled, runs other processes disturbed."""
-    found = [(THROTTLE_WARNING, _throttled(study)),
-             (DISTURBED_WARNING, disturbed_lines(study.configs))]
-    return [(heading, lines) for heading, lines in found if lines]
 
 
 def _explained_rows(study: Study) -> list[list[str]]:
@@ -296,18 +270,16 @@ def to_markdown(study: Study, figures: list[Figure],
                 recommendations: list[Any] = ()) -> str:
     lines = ["# quantmark characterization report", "",
              "Sources: " + ", ".join(f"`{f}`" for f in study.folders), ""]
-    for heading, warned in _warnings(study):
+    for heading, warned in opening_warnings(study):
         lines += [f"**{heading}**", ""] + [f"- {t}" for t in warned] + [""]
     lines += ["## Machines", ""]
     lines += markdown_table(MACHINE_HEADER, machine_rows(study))
     inference = bool(study.configs) or not (study.training or diagnoses or profiles
                                              or recommendations)
     if inference:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in _notes(study)]
-    for title, configs in _sections(study):
-        lines += ["", f"## {title}", ""]
-        lines += markdown_table([h for h, _ in COLUMNS],
-                                [[f(c) for _, f in COLUMNS] for c in configs])
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes(study)]
+    for title, header, rows in _sections(study):
+        lines += ["", f"## {title}", ""] + markdown_table(header, rows)
     lines += ensemble_tables.markdown(section or ensembles.build(study))
     if inference:
         lines += ["", "## Batch-size scan", ""] + markdown_table(SCAN_HEADER, _scan_rows(study))
@@ -343,7 +315,7 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
              "<title>quantmark characterization report</title>", f"<style>{CSS}</style>",
              "</head><body><h1>quantmark characterization report</h1>",
              "<p>Sources: " + ", ".join(html.escape(str(f)) for f in study.folders) + "</p>"]
-    for heading, warned in _warnings(study):
+    for heading, warned in opening_warnings(study):
         parts += [f"<p class='bad'><strong>{html.escape(heading)}</strong></p>"
                   "<ul class='bad'>" + "".join(f"<li>{html.escape(t)}</li>" for t in warned)
                   + "</ul>"]
@@ -352,12 +324,10 @@ def to_html(study: Study, figures: list[Figure], section: ensembles.Section | No
                                              or recommendations)
     if inference:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>"
-                                                    for n in _notes(study)) + "</ul>")
-    headers = [h for h, _ in COLUMNS]
-    for title, configs in _sections(study):
+                                                    for n in notes(study)) + "</ul>")
+    for title, headers, rows in _sections(study):
         parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(html_table(headers, [[f(c) for _, f in COLUMNS] for c in configs],
-                                headers.index("validity"),
+        parts.append(html_table(headers, rows, headers.index("validity"),
                                 (headers.index("throttled"), headers.index("disturbed"))))
     parts.append(ensemble_tables.to_html(section or ensembles.build(study)))
     if inference:
@@ -392,7 +362,7 @@ def write(folders: list[str | Path], output: str | Path) -> Written:
     recommendations = recommend_section.load(folders)
     # refused: nothing written
     require_reportable(study, [*diagnoses, *profiles, *recommendations], folders)
-    figures = all_figures(study) + workload_tables.figures(study) + ensemble_figures(section) + \
+    figures = all_figures(study) + size_figures(study) + ensemble_figures(section) + \
         diagnosis_section.figures(diagnoses) + profile_section.figures(profiles) + \
         recommend_section.figures(recommendations)
     files = []

@@ -10,6 +10,8 @@ module in the ``quantmark.frameworks`` entry-point group.
 What a SUT computes in is data of its entry, written once: the precision key its backend
 dispatches on, the executed precisions its load-time check must find, and whether it calibrates.
 Backends, converters and the record read these fields; none keeps a name -> precision table.
+So is where a ``--sut-option`` can change the run's speed (``OptionScope``): the search of
+``run.py recommend`` reads it rather than keeping a table of other frameworks' options.
 """
 
 from __future__ import annotations
@@ -24,6 +26,26 @@ Options = tuple[tuple[str, tuple[str, ...]], ...]
 PRECISION_KEYS = ("fp32", "fp16", "bf16", "int8", "int8dyn", "mixed")
 #: a precision key is one lower-case word: "fp32", "int8dyn", not display text
 PRECISION_KEY_PATTERN = r"[a-z][a-z0-9]*"
+
+
+@dataclass(frozen=True)
+class OptionScope:
+    """Where a ``--sut-option`` can change a run: elsewhere each of its values is the same run
+    measured again, which a search (``run.py recommend``) would pay for and learn nothing. The
+    option's framework knows why; an empty field restricts nothing."""
+
+    # the scenarios it can matter in (OpenVINO's API: not SingleStream, which predicts inline)
+    scenarios: tuple[str, ...] = ()
+    # the smallest batch it can matter at (LiteRT's invoke mode: at batch 1 one call either way)
+    min_batch: int = 1
+    # the precision keys of the SUTs it can matter for (LiteRT's input quantization: "int8")
+    precision_keys: tuple[str, ...] = ()
+
+    def reaches(self, precision_key: str, scenario: str, batch: int) -> bool:
+        """Whether a run of a SUT computing in ``precision_key`` at ``scenario`` and ``batch``
+        is within the scope."""
+        return ((not self.scenarios or scenario in self.scenarios) and batch >= self.min_batch
+                and (not self.precision_keys or precision_key in self.precision_keys))
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,9 @@ class SutInfo:
     # it quantizes with the shared calibration set (static INT8); not declared (None): the
     # precision key is "int8"
     needs_calibration: bool | None = None
+    # (option key, OptionScope) pairs: where each option can change the run (the registry
+    # refuses a scope for an option the SUT does not declare); an option not named: anywhere
+    option_scopes: tuple[tuple[str, OptionScope], ...] = ()
 
     def __post_init__(self) -> None:
         """Derive variant and family from the name, proof and needs_calibration from the
@@ -90,6 +115,12 @@ class SutInfo:
     @property
     def implemented(self) -> bool:
         return self.factory is not None
+
+    def option_matters(self, key: str, scenario: str, batch: int) -> bool:
+        """Whether option ``key``'s value can change a run of this SUT at ``scenario`` and
+        ``batch`` (its ``OptionScope``; an option without one always can)."""
+        scope = dict(self.option_scopes).get(key)
+        return scope is None or scope.reaches(self.precision_key, scenario, batch)
 
     def proven(self, found: Iterable[str] | Mapping[str, int]) -> bool:
         """Whether the executed precisions a backend found (names, or name -> layer count)

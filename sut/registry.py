@@ -87,6 +87,10 @@ def _check_declared(info: Any, where: str) -> None:
     if not isinstance(info.needs_calibration, bool) or not isinstance(info.proof, tuple):
         raise TypeError(f"{where}: SUT {info.name!r}: needs_calibration must be a bool and "
                         "proof a tuple of executed precisions")
+    unknown = sorted({key for key, _ in info.option_scopes} - {key for key, _ in info.options})
+    if unknown:
+        raise TypeError(f"{where}: SUT {info.name!r} scopes {', '.join(unknown)}, which it does "
+                        "not declare in its options; declare the option or drop its scope")
 
 
 def _declared() -> list[tuple[FrameworkInfo, str]]:

@@ -51,9 +51,10 @@ def model_shape(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     group.add_argument("--preprocess", metavar="PRESET|FILE",
                        help="a preset (imagenet, inception, caffe, cifar10, unit, raw or a "
                             "built-in model's name) or a .json/.toml recipe file")
-    group.add_argument("--resize", choices=("short-side", "stretch"),
+    group.add_argument("--resize", choices=("short-side", "stretch", "letterbox"),
                        help="short-side: resize the short side, centre crop; stretch: resize "
-                            "to the input size")
+                            "to the input size; letterbox: fit inside the input keeping the "
+                            "aspect ratio, grey padding (as YOLO detectors take images)")
     group.add_argument("--resize-short", type=int, help="short side before the crop")
     group.add_argument("--mean", help="per-channel mean, in pixel units (or 0-1 with --scale "
                                       "255), e.g. 0.485,0.456,0.406")

@@ -50,7 +50,7 @@ DEFAULT_BUDGET_MIN = 15.0
 #: queries, and its start (framework, cached artifact, warm-up) adds ~3-5 s of wall time
 DEFAULT_RUN_SECONDS = 5.0
 #: one accuracy run's expected wall time until a run recorded the dataset's size and a rate
-#: (then ``search._Race.accuracy_run_estimate`` prices each SUT's; the built-in 1536 crops:
+#: (then ``race.Race.accuracy_run_estimate`` prices each SUT's; the built-in 1536 crops:
 #: 10-120 s on 2 cores, the FP32 references run with the first)
 ACCURACY_SECONDS_GUESS = 60.0
 LOCK = ".recommend.lock"

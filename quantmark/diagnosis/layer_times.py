@@ -21,12 +21,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from quantmark.diagnosis.layer_errors import op_kind
+from quantmark.ground.config import WorkloadFields
 from quantmark.sut.profiling import OVERCOUNTED, UNATTRIBUTED, LayerTime, Profile
 
 SUM_TOLERANCE = 0.10  # the per-layer sum within 10% of the end-to-end time
 INT8 = ("int8", "uint8")
+#: canonical-graph nodes that are never a layer a profiler times on its own
+_NOT_NODES = frozenset({"Constant", "QuantizeLinear", "DequantizeLinear"})
 
 
 @dataclass
@@ -225,6 +229,42 @@ class GraphNode:
     name: str
     op_type: str
     aliases: tuple[str, ...]
+
+
+def graph_nodes(proto: Any) -> list[GraphNode]:
+    """The compute nodes of an ONNX model in graph (topological) order, each activation that
+    is its producer's only consumer folded into it, as the accuracy diagnosis folds it
+    (``models.onnx_layers.graph_layers``)."""
+    from quantmark.models.onnx_layers import graph_layers
+
+    owner = {alias: layer.name for layer in graph_layers(proto) for alias in layer.aliases}
+    nodes: dict[str, GraphNode] = {}
+    for node in proto.graph.node:
+        if node.op_type in _NOT_NODES:
+            continue
+        name = node.name or node.output[0]
+        into = nodes.get(owner.get(name, name))
+        if into is not None and into.name != name:
+            into.aliases += (name, *node.output)
+            continue
+        nodes[name] = GraphNode(name, node.op_type, (name, *node.output))
+    return list(nodes.values())
+
+
+def canonical_graph(config: WorkloadFields, spec: Any) -> tuple[list[GraphNode] | None, str]:
+    """The canonical FP32 ONNX model's nodes and its path (of the model a profile or a
+    diagnosis runs); None and why where the model is not one (an OpenVINO, LiteRT or SavedModel
+    ``--model-path``): rows keep their names."""
+    import onnx
+
+    from quantmark.models.source import fp32_onnx, is_torch_weights
+
+    path = config.model_path
+    if path and not (str(path).endswith(".onnx") or is_torch_weights(path)):
+        return None, f"--model-path {path} is not ONNX: layers keep their frameworks' names"
+    artifact = fp32_onnx(spec, path)
+    return graph_nodes(onnx.load(str(artifact.path), load_external_data=False)), \
+        str(artifact.path)
 
 
 def _graph_index(graph: Sequence[GraphNode]) -> dict[str, int]:

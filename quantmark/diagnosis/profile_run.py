@@ -11,15 +11,15 @@ A framework that cannot profile is one line in the record, and the others still 
 
 from __future__ import annotations
 
-import importlib
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from quantmark.diagnosis import layer_times
+from quantmark.diagnosis import hooks, layer_times
+from quantmark.diagnosis.layer_times import canonical_graph
 from quantmark.diagnosis.steps import build, open_data
+from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.workload import resolve_spec
 from quantmark.sut.interface import SutOptions
@@ -29,13 +29,10 @@ from quantmark.sut.registry import fp32_baseline, load_factory, require_availabl
 
 log = logging.getLogger(__name__)
 
-#: canonical-graph nodes that are never a layer a profiler times on its own
-_NOT_NODES = frozenset({"Constant", "QuantizeLinear", "DequantizeLinear"})
-
-
 @dataclass
-class ProfileConfig:
-    """What ``run.py profile`` was asked (plain data, from the CLI)."""
+class ProfileConfig(WorkloadFields):
+    """What ``run.py profile`` was asked (plain data, from the CLI); the model's file, shape,
+    preprocessing and data are a run's (``WorkloadFields``)."""
 
     model: str
     sut: str
@@ -46,24 +43,7 @@ class ProfileConfig:
     worst: int = 10
     threads: int = 0
     output: str = "results"
-    dataset_path: str | None = None
-    model_path: str | None = None
-    calibration_list: str | None = None
-    input_size: str = ""
-    num_classes: int = 0
-    preprocess: dict[str, Any] = field(default_factory=dict)
-    labels: str | None = None
     against_model_path: str | None = None  # the references run this model instead
-
-
-def profiler(info: Any) -> ModuleType | None:
-    """The ``profile`` module of the SUT's framework folder, or None where it has none."""
-    try:
-        return importlib.import_module(f"{info.package}.profile")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{info.package}.profile":
-            raise
-        return None
 
 
 def references(config: ProfileConfig) -> list[str]:
@@ -103,42 +83,6 @@ def labels(config: ProfileConfig, names: list[str]) -> list[str]:
             for name in names]
 
 
-def graph_nodes(proto: Any) -> list[layer_times.GraphNode]:
-    """The compute nodes of an ONNX model in graph (topological) order, each activation that
-    is its producer's only consumer folded into it, as the accuracy diagnosis folds it
-    (``models.onnx_layers.graph_layers``)."""
-    from quantmark.models.onnx_layers import graph_layers
-
-    owner = {alias: layer.name for layer in graph_layers(proto) for alias in layer.aliases}
-    nodes: dict[str, layer_times.GraphNode] = {}
-    for node in proto.graph.node:
-        if node.op_type in _NOT_NODES:
-            continue
-        name = node.name or node.output[0]
-        into = nodes.get(owner.get(name, name))
-        if into is not None and into.name != name:
-            into.aliases += (name, *node.output)
-            continue
-        nodes[name] = layer_times.GraphNode(name, node.op_type, (name, *node.output))
-    return list(nodes.values())
-
-
-def canonical_graph(config: ProfileConfig, spec: Any) -> tuple[list[layer_times.GraphNode]
-                                                             | None, str]:
-    """The canonical FP32 ONNX model's nodes and its path; None and why where the model is
-    not one (an OpenVINO, LiteRT or SavedModel ``--model-path``): rows keep their names."""
-    import onnx
-
-    from quantmark.models.source import fp32_onnx, is_torch_weights
-
-    path = config.model_path
-    if path and not (str(path).endswith(".onnx") or is_torch_weights(path)):
-        return None, f"--model-path {path} is not ONNX: layers keep their frameworks' names"
-    artifact = fp32_onnx(spec, path)
-    return graph_nodes(onnx.load(str(artifact.path), load_external_data=False)), \
-        str(artifact.path)
-
-
 def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any, calibration: Any,
                 label: str | None = None, recipe: Recipe | None = None,
                 ) -> tuple[Profile | None, str | None]:
@@ -146,7 +90,7 @@ def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any, calibrat
     profiler here). The SUT is built as a run builds it (no diagnose module needed); with a
     ``recipe`` (layers kept in float), by its framework's diagnose module as diagnose does."""
     info = require_available(name)
-    module = profiler(info)
+    module = hooks.profiler(info)
     if module is None:
         return None, f"{info.framework} ({name}) has no per-layer profiler in quantmark yet"
     if recipe is not None and recipe.key():

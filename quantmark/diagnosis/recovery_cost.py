@@ -2,7 +2,7 @@
 ``run.py diagnose --recover``.
 
 The diagnosed INT8 SUT and its reference are profiled as ``run.py profile`` profiles them
-(``profile_run.profiler``, ``layer_times``): each compute node with the overhead attributed to
+(``hooks.profiler``, ``layer_times``): each compute node with the overhead attributed to
 it, the two profiles' layers paired (through the canonical ONNX model's nodes where the
 diagnosed layers bear their names, as ONNX Runtime's do; else by the frameworks' own names and
 op positions). A candidate layer of the diagnosis is found among the INT8 profile's layers as
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from quantmark.diagnosis import layer_times
+from quantmark.diagnosis import hooks, layer_times
 from quantmark.diagnosis.layer_errors import op_kind
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.profiling import Profile
@@ -203,14 +203,13 @@ def profile_pair(backends: Sequence[tuple[str, Any]], batch: Any, iterations: in
                  warmup: int) -> tuple[list[Profile | None], str]:
     """Profile each (SUT name, loaded backend) on ``batch(layout)``; a side that cannot be
     profiled is None, and the first reason is returned in a line."""
-    from quantmark.diagnosis.profile_run import profiler  # it imports steps: import late
     from quantmark.sut.registry import require_available
 
     found: list[Profile | None] = []
     why = ""
     for name, backend in backends:
         info = require_available(name)
-        module = profiler(info)
+        module = hooks.profiler(info)
         if module is None:
             found.append(None)
             why = why or f"{info.framework} ({name}) has no per-layer profiler in quantmark yet"

@@ -10,7 +10,6 @@ trade-off (``recovery``), and write it all like a run (``output``).
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -18,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from quantmark.diagnosis import layer_errors, recovery, recovery_cost
+from quantmark.diagnosis import hooks, layer_errors, layer_times, recovery, recovery_cost
+from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.workload import open_run_dataset, resolve_spec
 from quantmark.qsl.cache import cached_images
@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class DiagnoseConfig:
-    """What ``run.py diagnose`` was asked (plain data, from the CLI)."""
+class DiagnoseConfig(WorkloadFields):
+    """What ``run.py diagnose`` was asked (plain data, from the CLI); the model's file, shape,
+    preprocessing and data are a run's (``WorkloadFields``)."""
 
     model: str
     sut: str
@@ -53,14 +54,6 @@ class DiagnoseConfig:
     threads: int = 0
     chunk: int = 4  # samples captured at a time (activations of a chunk are held in memory)
     output: str = "results"
-    dataset_path: str | None = None
-    model_path: str | None = None
-    calibration_list: str | None = None
-    # the model's own shape and preprocessing (as RunConfig's: quantmark.models.workload)
-    input_size: str = ""
-    num_classes: int = 0
-    preprocess: dict[str, Any] = field(default_factory=dict)
-    labels: str | None = None
 
 
 @dataclass
@@ -76,18 +69,6 @@ class Data:
     def batch(self, layout: str, start: int, stop: int) -> np.ndarray:
         recipe = self._layouts.setdefault(layout, recipe_for(self.spec, layout))
         return normalise(np.asarray(self.images[start:stop]), recipe)
-
-
-def diagnoser(info: Any) -> ModuleType:
-    """The ``diagnose`` module of the SUT's framework folder, or a one-line error."""
-    try:
-        return importlib.import_module(f"{info.package}.diagnose")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{info.package}.diagnose":
-            raise
-        raise UserError(f"diagnose: {info.framework} ({info.name}) has no layer capture yet; "
-                        "diagnose an ONNX Runtime, OpenVINO, TFLite, PyTorch or TensorRT "
-                        "SUT") from None
 
 
 def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
@@ -106,7 +87,7 @@ def build(config: DiagnoseConfig, name: str, spec: Any, calibration: Any,
     """The SUT ``name`` (with ``recipe``), loaded, and its framework's diagnose module."""
     recipe = recipe or Recipe()
     info = require_available(name)
-    module = diagnoser(info)
+    module = hooks.diagnoser(info)
     if recipe.damage and not getattr(module, "DAMAGE", ""):
         raise UserError(f"--damage: {info.framework} injects no fault; damage an ort-int8, "
                         "tflite-int8 or torch-int8 model")
@@ -141,10 +122,8 @@ def check(config: DiagnoseConfig, reference: str, count: int) -> None:
     if config.recover and (config.profile_iterations < 3 or config.profile_warmup < 0):
         raise UserError("--profile-iterations must be at least 3 (a median)")
     if config.recover and config.recover_by == "ms":
-        from quantmark.diagnosis.profile_run import profiler  # it imports this module
-
         info = require_available(config.sut)
-        if profiler(info) is None:
+        if hooks.profiler(info) is None:
             raise UserError(f"--recover-by ms: {info.framework} ({config.sut}) has no "
                             "per-layer profiler in quantmark yet; use --recover-by accuracy")
     if count < 1:
@@ -266,10 +245,8 @@ def price(config: DiagnoseConfig, data: Data, spec: Any, test: tuple[Backend, Mo
 def _canonical_graph(config: DiagnoseConfig, spec: Any) -> tuple[Any, str]:
     """The canonical FP32 ONNX model's nodes, which pair the two profiles' layers (as
     ``run.py profile`` pairs them), and a line saying what paired them."""
-    from quantmark.diagnosis.profile_run import canonical_graph  # it imports this module
-
     try:
-        graph, line = canonical_graph(config, spec)
+        graph, line = layer_times.canonical_graph(config, spec)
     except (UserError, SutError) as exc:
         return None, f"frameworks' own names and op positions (no canonical ONNX: {exc})"
     return graph, (f"canonical ONNX layers of {line}" if graph is not None else line)

@@ -1,4 +1,5 @@
-"""The plain run description run.py builds from flags and hands to the launcher."""
+"""The plain run description run.py builds from flags and hands to the launcher, and the
+workload fields it shares with ``run.py diagnose`` and ``run.py profile``."""
 
 from __future__ import annotations
 
@@ -15,16 +16,15 @@ def sut_label(sut: str, options: Mapping[str, str] | None = None) -> str:
     return " ".join([sut, *(f"{key}={value}" for key, value in sorted((options or {}).items()))])
 
 
-@dataclass
-class RunConfig:
-    """One LoadGen test: which SUT, model, scenario, mode and where to write."""
+@dataclass(kw_only=True)
+class WorkloadFields:
+    """The model's file, task, shape and preprocessing, and the data it runs on: what a run, a
+    diagnosis and a profile are each asked alike, and all that ``quantmark.models.workload``
+    resolves a spec and opens a dataset from. Declared once, so the three configurations
+    cannot drift apart; each inherits them (keyword-only: the inheriting configuration keeps
+    its own positional fields first, ``RunConfig(scenario, sut, model)`` as before). The model's
+    name stays each configuration's own required field for that reason."""
 
-    scenario: str
-    sut: str
-    model: str
-    mode: str = "performance"  # "performance" | "accuracy"
-    audit: str = ""  # "" | "TEST01" | "TEST04": a compliance test (needs its audit.config)
-    quick: bool = True
     model_path: str | None = None
     # the task (quantmark.tasks: classification, detection ...); "": read from the model
     task: str = ""
@@ -39,6 +39,19 @@ class RunConfig:
     # folder names (or a val_map's) to the model's indices
     labels: str | None = None
     calibration_list: str | None = None
+
+
+@dataclass
+class RunConfig(WorkloadFields):
+    """One LoadGen test: which SUT, model, scenario, mode and where to write (and the
+    workload's fields: ``WorkloadFields``)."""
+
+    scenario: str
+    sut: str
+    model: str
+    mode: str = "performance"  # "performance" | "accuracy"
+    audit: str = ""  # "" | "TEST01" | "TEST04": a compliance test (needs its audit.config)
+    quick: bool = True
     user_conf: str | None = None
     output: str = "results"
     batch_size: int = 1

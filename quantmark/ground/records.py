@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
-import types
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from quantmark.ground import record_fields
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.version import VERSION
@@ -73,7 +72,7 @@ class Record:
     def from_dict(cls, data: dict[str, Any], where: str = "a record") -> Self:
         """The typed record of an upgraded dict; a field of the wrong type, or a required one
         missing, is an UnreadableRecord naming ``where``. ``null`` means "not recorded"."""
-        hints = _hints(cls)
+        hints = record_fields.hints(cls)
         named = {f.name: f for f in fields(cls) if f.init and f.name not in _NOT_FIELDS}
         values: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -82,8 +81,8 @@ class Record:
                 continue
             if key not in named:
                 extra[key] = value
-            elif value is not None or _optional(hints[key]):
-                allowed = _accepts(hints[key])
+            elif value is not None or record_fields.optional(hints[key]):
+                allowed = record_fields.accepts(hints[key])
                 if not isinstance(value, allowed):
                     raise UnreadableRecord(
                         f"{where}: {cls.KIND} field {key!r} is a {type(value).__name__}, not "
@@ -99,29 +98,6 @@ class Record:
 
     def after_load(self, path: Path) -> None:
         """What a kind adds from beside its file once loaded (a run: its interference)."""
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
-
-
-def _optional(hint: Any) -> bool:
-    return type(None) in _accepts(hint)
-
-
-def _accepts(hint: Any) -> tuple[type, ...]:
-    """The Python types a JSON value of a field annotated ``hint`` may have."""
-    if hint is Any:
-        return (object,)
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return tuple(t for arg in get_args(hint) for t in _accepts(arg))
-    if hint is float:
-        return (int, float)
-    if hint is type(None):
-        return (type(None),)
-    return (origin or hint,)
 
 
 @dataclass(kw_only=True)
@@ -201,7 +177,21 @@ class InterferenceRecord(Record):
 
 
 @dataclass(kw_only=True)
-class DiagnosisRecord(Record):
+class JobRecord(Record):
+    """The tail a diagnosis and a profile each record beside their findings: what the job was
+    asked, where it ran and when, and its figure. Declared once, so the two kinds cannot
+    drift apart; the field names, and so the files, are as before."""
+
+    config: dict[str, Any] = field(default_factory=dict)  # the job's configuration, as JSON
+    system_id: str = ""
+    machine: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    times: dict[str, Any] = field(default_factory=dict)
+    figure: str | None = None  # the figure's file name beside the record
+
+
+@dataclass(kw_only=True)
+class DiagnosisRecord(JobRecord):
     """``run.py diagnose``'s ``results.json``: where a SUT loses accuracy, layer by layer."""
 
     KIND: ClassVar[str] = "diagnosis"
@@ -221,12 +211,6 @@ class DiagnosisRecord(Record):
     describe: dict[str, Any] = field(default_factory=dict)
     recovery: dict[str, Any] | None = None
     recovery_failed: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    system_id: str = ""
-    machine: dict[str, Any] = field(default_factory=dict)
-    software: dict[str, Any] = field(default_factory=dict)
-    times: dict[str, Any] = field(default_factory=dict)
-    figure: str | None = None
 
     @property
     def folder(self) -> Path | None:
@@ -263,7 +247,7 @@ class TrainBenchRecord(Record):
 
 
 @dataclass(kw_only=True)
-class ProfileRecord(Record):
+class ProfileRecord(JobRecord):
     """``run.py profile``'s ``results.json``: where a SUT's time goes, layer by layer."""
 
     KIND: ClassVar[str] = "profile"
@@ -288,12 +272,6 @@ class ProfileRecord(Record):
     #: the further references' profiles, by label, and every SUT's layers side by side
     others: dict[str, Any] = field(default_factory=dict)
     side_by_side: list[Any] = field(default_factory=list)
-    figure: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    system_id: str = ""
-    machine: dict[str, Any] = field(default_factory=dict)
-    software: dict[str, Any] = field(default_factory=dict)
-    times: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

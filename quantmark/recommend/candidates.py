@@ -5,6 +5,8 @@ A candidate is one deployable configuration: a SUT and the settings that change 
 (batch size, intra-op threads, the SUT's own ``--sut-option`` values) or its model (a
 mixed-precision point of the diagnosis). Its artifact is what decides accuracy and size: the
 SUT and the model variant, not the batch or threads, so accuracy is run once per artifact.
+What the search is asked (``SearchConfig``: objective, limits, budget) is here too: the judging,
+the staging and the mixed points read it below the search that runs them.
 """
 
 from __future__ import annotations
@@ -277,3 +279,62 @@ def _numbers(cls: type, data: dict[str, Any], numeric: tuple[str, ...]) -> dict[
         if values.get(name) is not None:
             values[name] = float(values[name])
     return values
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """What the search optimizes, under which limits, and how long it may take."""
+
+    objective: str  # "latency_ms" | "samples_per_s"
+    higher_is_better: bool
+    limits: Limits = field(default_factory=Limits)
+    budget_s: float = 900.0  # measured seconds of runs and accuracy runs, all together
+    run_seconds: float = 10.0  # each run's LoadGen duration (``--seconds``)
+    start_s: float = 5.0  # a run's wall time beyond its duration, until one was timed
+    min_runs: int = 3  # VALID undisturbed runs before a candidate may be dropped on its figures
+    max_rounds: int = 30  # the budget usually ends a search first
+    confidence: float = 0.95  # of every interval the search judges
+    accuracy_seconds: float = 0.0  # one accuracy run's expected time, until a rate is known
+    #: how much batch, threads and options may move one SUT's speed (a factor): a SUT's
+    #: other settings are measured only while its base, so widened, reaches the leader
+    settings_spread: float = 2.0
+    #: each SUT's base batch (``staging``); None: the SUT's first batch in the space
+    base_batch: int | None = None
+    recover: int = DEFAULT_RECOVER  # --recover K: 1, 2, 4 ... K layers kept in float
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVE_NAMES:
+            raise UserError(f"unknown objective {self.objective!r}; choose one of "
+                            f"{', '.join(OBJECTIVE_NAMES)}")
+        if self.min_runs < 3:
+            raise UserError(f"min_runs {self.min_runs}: a candidate needs at least 3 runs "
+                            "before it may be dropped (an interval of 2 is too wide to drop on)")
+        if self.max_rounds < self.min_runs:
+            raise UserError(f"max_rounds {self.max_rounds} is below min_runs {self.min_runs}: "
+                            "nothing could ever be dropped")
+        if not 0.5 <= self.confidence < 1:
+            raise UserError(f"confidence {self.confidence} must lie in [0.5, 1)")
+        if not self.budget_s > 0 or not self.run_seconds > 0 or self.accuracy_seconds < 0 \
+                or self.start_s < 0:
+            raise UserError("the budget and the seconds per run must be positive")
+        if not self.settings_spread >= 1:
+            raise UserError(f"settings_spread {self.settings_spread} must be at least 1 (a "
+                            "factor the settings may move a SUT's speed by)")
+
+    @property
+    def accuracy_round(self) -> int:
+        """The round before whose run a candidate's artifact gets its accuracy measured."""
+        limited = (self.limits.max_accuracy_drop is not None
+                   or self.limits.max_model_size_mb is not None)
+        return 2 if limited else self.min_runs
+
+    @classmethod
+    def for_scenario(cls, scenario: str, objective: str | None = None, **kwargs: object
+                     ) -> SearchConfig:
+        """The objective the scenario implies (``OBJECTIVES``) unless ``objective`` names one."""
+        if scenario not in OBJECTIVES:
+            raise UserError(f"unknown scenario {scenario!r}; choose one of {', '.join(OBJECTIVES)}")
+        objective = objective or OBJECTIVES[scenario][0]
+        kwargs.setdefault("base_batch", BASE_BATCH[scenario])
+        return cls(objective=objective, higher_is_better=objective == "samples_per_s",
+                   **kwargs)  # type: ignore[arg-type]

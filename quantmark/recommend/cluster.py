@@ -46,8 +46,8 @@ from quantmark.report import console_tables as tables
 from quantmark.report.console_tables import table
 from quantmark.report.recommend_section import FOLDER_PREFIX, RECOMMENDATION
 from quantmark.sweep.fleet.dispatch import announce
-from quantmark.sweep.fleet.placement import SLOT, node_name, resource
 from quantmark.sweep.fleet.task import unpack
+from quantmark.sweep.placement import SLOT, node_name, resource
 
 log = logging.getLogger(__name__)
 

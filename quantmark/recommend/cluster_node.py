@@ -78,7 +78,7 @@ class FleetJob:
         return cls(**data)
 
     def search_config(self) -> Any:
-        from quantmark.recommend.search import SearchConfig
+        from quantmark.recommend.candidates import SearchConfig
 
         return SearchConfig(**{**self.config, "limits": Limits(**self.config["limits"])})
 

@@ -37,7 +37,7 @@ from quantmark.recommend.pooling import Pool, metric_values, pool, pooled_interv
 from quantmark.report.stats import CONFIDENCE, Interval, figure_interval, t_interval
 
 if TYPE_CHECKING:
-    from quantmark.recommend.search import SearchConfig
+    from quantmark.recommend.candidates import SearchConfig
 
 #: each ``Limits`` field, and +1 when the figure must stay at or under it, -1 at or above
 LIMIT_SIGNS = {"max_accuracy_drop": 1, "latency_ms": 1, "min_throughput": -1,

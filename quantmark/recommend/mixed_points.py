@@ -28,7 +28,7 @@ from quantmark.recommend.candidates import Candidate, Evidence
 from quantmark.recommend.staging import NOT_MEASURED
 
 if TYPE_CHECKING:
-    from quantmark.recommend.search import SearchConfig
+    from quantmark.recommend.candidates import SearchConfig
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from quantmark.recommend.candidates import Outcome
 from quantmark.recommend.staging import NOT_MEASURED
 
 if TYPE_CHECKING:
-    from quantmark.recommend.search import _Race
+    from quantmark.recommend.race import Race
 
 
-def notes(race: _Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
+def notes(race: Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
     """Why it stopped, what it assumed (pooled noise, staged settings, accuracy only where
     it decides), and each candidate's INVALID and disturbed runs."""
     config = race.config
@@ -49,7 +49,7 @@ def notes(race: _Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
     return notes
 
 
-def assumptions(race: _Race, pools: judging.Pools) -> list[str]:
+def assumptions(race: Race, pools: judging.Pools) -> list[str]:
     """The notes on what the search assumed to save runs."""
     config, notes = race.config, []
     found = pools.get(config.objective)

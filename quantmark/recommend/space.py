@@ -16,13 +16,13 @@ The default space is kept small enough for a 15-minute budget on a 2-core machin
   core (ONNX Runtime, OpenVINO, torch) or per logical CPU (TensorFlow, LiteRT), so on a machine
   without SMT and without a CPU mask they are the same run twice.
 * **SUT options**: every value of each option the SUT declares, where it can change the run
-  (``OPTION_MATTERS``: LiteRT's invoke mode only batches above 1, its input quantization only
-  on the full-integer model, OpenVINO's API and streams not in SingleStream, which runs
-  inline), except values kept for comparison with older results (``DEFAULT_LEFT_OUT``) and
-  values too big for this machine (``DEFAULT_FITS``: OpenVINO's streams up to the usable
-  CPUs) unless ``--settings`` names them. OpenVINO's streams are its workers and infer
-  requests: the plugin makes one request per stream (``ov_streams``, with ``auto`` the
-  hint's choice first).
+  (its registry entry's ``OptionScope``: LiteRT's invoke mode only batches above 1, its input
+  quantization only on the full-integer model, OpenVINO's API and streams not in SingleStream,
+  which runs inline), except values kept for comparison with older results
+  (``DEFAULT_LEFT_OUT``) and values too big for this machine (``DEFAULT_FITS``: OpenVINO's
+  streams up to the usable CPUs) unless ``--settings`` names them. OpenVINO's streams are
+  its workers and infer requests: the plugin makes one request per stream (``ov_streams``,
+  with ``auto`` the hint's choice first).
 
 On the 2-core machine (no SMT, 20 CPU SUTs available, 2 of them compile SUTs) the default
 space is 18 candidates for SingleStream, 48 for MultiStream and 74 for Offline or Server.
@@ -55,18 +55,6 @@ SLOW_BUILD_VARIANTS = ("compile", "xla")
 #: (option, value) pairs the default space leaves out: LiteRT's per-call input quantization is
 #: the old timed path, kept to compare with results from before ``at-load`` existed
 DEFAULT_LEFT_OUT = frozenset({("tflite_quantize", "per-call")})
-#: option -> whether it can change a run of (SUT, scenario, batch); an option not listed
-#: always can
-OPTION_MATTERS: dict[str, Callable[[SutInfo, str, int], bool]] = {
-    # one invoke per sample and one of the batch are the same call at batch 1
-    "tflite_invoke": lambda info, scenario, batch: batch > 1,
-    # only a full-integer model's input is quantized
-    "tflite_quantize": lambda info, scenario, batch: info.precision_key == "int8",
-    # SingleStream predicts inline on LoadGen's thread whichever API is asked for
-    "ov_api": lambda info, scenario, batch: scenario != "SingleStream",
-    # ... one request at a time: a second stream would idle
-    "ov_streams": lambda info, scenario, batch: scenario != "SingleStream",
-}
 #: option -> whether a value belongs in the default space on this machine (``--settings``
 #: may name any): more OpenVINO streams than usable CPUs only split the cores finer
 DEFAULT_FITS: dict[str, Callable[[str], bool]] = {
@@ -248,14 +236,13 @@ def check_settings(options: Mapping[str, list[str]], infos: list[SutInfo]) -> No
 
 def option_variants(info: SutInfo, scenario: str, batch: int,
                     options: Mapping[str, list[str]]) -> list[tuple[tuple[str, str], ...]]:
-    """Every combination of the values of the SUT's options that can change this run (those
-    given in ``options``, else the registry's, less ``DEFAULT_LEFT_OUT`` and the values
-    ``DEFAULT_FITS`` says do not fit this machine), sorted by key;
-    ``[()]`` when none can."""
+    """Every combination of the values of the SUT's options that can change this run (as its
+    registry entry scopes them: ``SutInfo.option_matters``; the values given in ``options``,
+    else the registry's, less ``DEFAULT_LEFT_OUT`` and the values ``DEFAULT_FITS`` says do
+    not fit this machine), sorted by key; ``[()]`` when none can."""
     keys, choices = [], []
     for key, accepted in sorted(info.options):
-        matters = OPTION_MATTERS.get(key)
-        if matters is not None and not matters(info, scenario, batch):
+        if not info.option_matters(key, scenario, batch):
             continue
         fits = DEFAULT_FITS.get(key, lambda value: True)
         values = options.get(key) or [value for value in accepted

@@ -29,7 +29,7 @@ from quantmark.recommend.candidates import Candidate, Evidence
 from quantmark.report.stats import Interval
 
 if TYPE_CHECKING:
-    from quantmark.recommend.search import SearchConfig
+    from quantmark.recommend.candidates import SearchConfig
 
 #: the start of a ``dropped`` reason of a variant held behind a base too far behind
 NOT_MEASURED = "not measured: its base"

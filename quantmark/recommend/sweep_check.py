@@ -12,7 +12,7 @@ from quantmark.recommend import judging
 from quantmark.recommend.candidates import AccuracyResult, Candidate, Evidence, Measurer, Outcome
 
 if TYPE_CHECKING:
-    from quantmark.recommend.search import SearchConfig
+    from quantmark.recommend.candidates import SearchConfig
 
 
 def full_sweep(candidates: Sequence[Candidate], measurer: Measurer, runs: int,

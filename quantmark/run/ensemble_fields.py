@@ -24,7 +24,7 @@ def ensemble_record(prepared: Any, work: Path, accuracy: dict[str, Any] | None
                     ) -> dict[str, Any]:
     """results.json's "ensemble": every member's artifact, hash, executed precision, input and
     time share; the inputs' cost; for accuracy runs, the members' accuracy and agreement."""
-    from quantmark.run.record import artifact_record
+    from quantmark.models.artifacts import artifact_record
     from quantmark.sut.registry import get_sut
 
     backend, qsl = prepared.backend, prepared.qsl

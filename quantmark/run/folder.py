@@ -13,7 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from quantmark.ground.errors import SutError, UserError, environment_fault
+from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.faults import environment_fault
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.locks import FileLock, LockHeld
 

@@ -14,7 +14,7 @@ from typing import Any
 from quantmark.ground.config import RunConfig
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.records import INTERFERENCE, RESULTS, RunRecord, write_record
-from quantmark.models.artifacts import artifact_size_bytes
+from quantmark.models.artifacts import artifact_record
 
 #: frameworks whose own tight loop ``quantmark.bench.vendor_loops`` runs (by SutInfo.framework)
 LOOP_FRAMEWORKS = ("onnxruntime", "tflite", "torch", "tensorflow")
@@ -174,11 +174,3 @@ def speed_settings(config: RunConfig, prepared: Any) -> dict[str, Any]:
             "single_stream_inline": config.scenario == "SingleStream" and prepared.workers == 1,
             "process_cpus": affinity, "online_cpus": online,
             "process_pinned": affinity < online}
-
-
-def artifact_record(artifact: Any) -> dict[str, Any]:
-    """The model file a run loaded, as results.json records it."""
-    return {"artifact": str(artifact.path), "size_bytes": artifact_size_bytes(artifact),
-            "format": artifact.format,
-            "precision": artifact.precision, "key": artifact.key, "weights": artifact.weights,
-            "source_hash": artifact.source_hash, "meta": artifact.meta}

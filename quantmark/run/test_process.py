@@ -20,7 +20,8 @@ from typing import Any
 
 from quantmark.ground import logs
 from quantmark.ground.config import RunConfig
-from quantmark.ground.errors import SutError, UserError, environment_fault
+from quantmark.ground.errors import SutError, UserError
+from quantmark.ground.faults import environment_fault
 from quantmark.ground.hashing import atomic_write_json
 from quantmark.ground.layout import run_dir, system_id
 from quantmark.ground.lifetime import die_with_parent

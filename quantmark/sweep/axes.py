@@ -23,7 +23,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.paths import path_problem
 
 if TYPE_CHECKING:
-    from quantmark.sweep.plan import SweepSpec
+    from quantmark.sweep.spec import SweepSpec
 
 _SIZE = re.compile(r"(\d+)(?:\s*[xX]\s*(\d+))?")
 SIZES_FLAG = "--image-sizes (image_sizes in a sweep file)"

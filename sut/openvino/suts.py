@@ -6,7 +6,7 @@ compiled from the IR ``convert`` makes of the canonical FP32 ONNX.
 
 from __future__ import annotations
 
-from quantmark.sut.info import FrameworkInfo, SutInfo
+from quantmark.sut.info import FrameworkInfo, OptionScope, SutInfo
 
 _OV = ("openvino", "nncf")
 # how batches reach the compiled model: one synchronous InferRequest per worker thread, or
@@ -17,11 +17,15 @@ OV_APIS = ("sync", "async")
 # optimal number of requests follows them): "auto" leaves them to the performance hint
 OV_STREAMS_OPTION = "ov_streams"
 OV_STREAMS = ("auto", "1", "2", "4", "8")
+# SingleStream predicts inline on LoadGen's thread, one request at a time: neither the API nor a
+# second stream can change it
+_QUEUED = OptionScope(scenarios=("MultiStream", "Offline", "Server"))
 
 
 def _cpu(name: str, precision: str, key: str) -> SutInfo:
     return SutInfo(name, "openvino", precision, "cpu", "openvino", _OV, ".backend:create",
                    options=((OV_API_OPTION, OV_APIS), (OV_STREAMS_OPTION, OV_STREAMS)),
+                   option_scopes=((OV_API_OPTION, _QUEUED), (OV_STREAMS_OPTION, _QUEUED)),
                    precision_key=key)
 
 

@@ -7,7 +7,7 @@ TensorFlow's converter from the shared SavedModel (``models.saved_model``).
 
 from __future__ import annotations
 
-from quantmark.sut.info import FrameworkInfo, SutInfo
+from quantmark.sut.info import FrameworkInfo, OptionScope, SutInfo
 
 # the batch in one invoke, or one invoke per sample at batch 1
 TFLITE_INVOKE_OPTION = "tflite_invoke"
@@ -16,6 +16,10 @@ TFLITE_INVOKE_MODES = ("batched", "per-sample")
 # (untimed, as litert-benchmark feeds int8), or in every predict (the old, timed path)
 TFLITE_QUANTIZE_OPTION = "tflite_quantize"
 TFLITE_QUANTIZE_PLACES = ("at-load", "per-call")
+# where each can change the speed: at batch 1 one invoke per sample is the batch's one invoke;
+# only a full-integer model's input is quantized
+TFLITE_OPTION_SCOPES = ((TFLITE_INVOKE_OPTION, OptionScope(min_batch=2)),
+                        (TFLITE_QUANTIZE_OPTION, OptionScope(precision_keys=("int8",))))
 
 
 def _cpu(name: str, precision: str, key: str) -> SutInfo:
@@ -23,7 +27,7 @@ def _cpu(name: str, precision: str, key: str) -> SutInfo:
     return SutInfo(name, "tflite", precision, "cpu", "tflite", ("ai_edge_litert",),
                    ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),
                                                (TFLITE_QUANTIZE_OPTION, TFLITE_QUANTIZE_PLACES)),
-                   precision_key=key)
+                   option_scopes=TFLITE_OPTION_SCOPES, precision_key=key)
 
 
 FRAMEWORK = FrameworkInfo(

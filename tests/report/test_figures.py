@@ -92,7 +92,7 @@ def test_pareto_points_have_latency_and_accuracy_error_bars(drawn, tmp_path):
     latency = made.configs[1].derived["metric_interval"]
     assert (x_bars[1][0][0], x_bars[1][1][0]) == pytest.approx(
         (latency.low / 1e6, latency.high / 1e6))
-    change = made.configs[1].derived["top1_change"]
+    change = made.configs[1].derived["quality_change"]
     top1 = records[(SYSTEM, MODEL, "ort-int8")]["top1"]
     assert (y_bars[1][0][1], y_bars[1][1][1]) == pytest.approx(
         (top1 - (change.delta_points - change.low), top1 + (change.high - change.delta_points)))

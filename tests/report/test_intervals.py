@@ -12,9 +12,9 @@ from quantmark.report.intervals import (
     disturbed_lines,
     disturbed_text,
     metric_text,
+    quality_change_text,
     repeat_index,
     speedup_text,
-    top1_change_text,
 )
 from quantmark.report.stats import accuracy_change, figure_interval, speedup
 from tests.report.synthetic import (
@@ -119,7 +119,7 @@ def _accuracy(tmp_path, builtin: bool) -> tuple[dict, list[int], list[int], list
 def test_the_top1_change_is_paired_per_sample(tmp_path, builtin):
     records, labels, fp32, int8 = _accuracy(tmp_path, builtin)
     made = study(config("ort-fp32", FP32), config("ort-int8", INT8), accuracy=records)
-    change = made.configs[1].derived["top1_change"]
+    change = made.configs[1].derived["quality_change"]
     expected = accuracy_change([p == label for p, label in zip(fp32, labels, strict=True)],
                                [p == label for p, label in zip(int8, labels, strict=True)],
                                groups=labels if builtin else None)
@@ -128,10 +128,10 @@ def test_the_top1_change_is_paired_per_sample(tmp_path, builtin):
     assert (change.only_baseline_right, change.only_candidate_right) == (3, 1)
     assert change.delta_points == pytest.approx(-10.0)
     assert change.n_groups == (4 if builtin else 20)  # the built-in crops: one photo each
-    assert made.configs[1].derived["top1_change_vs_fp32"] == pytest.approx(-10.0)
-    assert top1_change_text(made.configs[1]) == change.text()
-    assert made.configs[0].derived["top1_change"] is None
-    assert top1_change_text(made.configs[0]) == "baseline"
+    assert made.configs[1].derived["quality_change_vs_fp32"] == pytest.approx(-10.0)
+    assert quality_change_text(made.configs[1]) == change.text()
+    assert made.configs[0].derived["quality_change"] is None
+    assert quality_change_text(made.configs[0]) == "baseline"
 
 
 def test_disturbed_runs_are_counted_and_unknown_is_not_disturbed():

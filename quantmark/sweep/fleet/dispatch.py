@@ -27,8 +27,8 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.version import VERSION
 from quantmark.sweep.cell import cell_dir, cell_log
 from quantmark.sweep.fleet.node_groups import Groups
-from quantmark.sweep.fleet.placement import describe, fits, node_name, parse_rule, resource
 from quantmark.sweep.fleet.task import run_on_node, unpack
+from quantmark.sweep.placement import describe, fits, node_name, parse_rule, resource
 from quantmark.sweep.plan import Cell, SweepSpec
 
 POLL_S = 1.0

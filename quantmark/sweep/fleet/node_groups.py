@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantmark.sweep.fleet.placement import Rule, requirements
+from quantmark.sweep.placement import Rule, requirements
 from quantmark.sweep.plan import Cell
 
 

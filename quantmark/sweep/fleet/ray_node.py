@@ -22,7 +22,7 @@ from typing import Any
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import machine
-from quantmark.sweep.fleet.placement import SLOT, node_resources
+from quantmark.sweep.placement import SLOT, node_resources
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from quantmark.ground.version import VERSION
 from quantmark.sweep.cell import cell_availability, run_cell
-from quantmark.sweep.fleet.placement import node_name
+from quantmark.sweep.placement import node_name
 from quantmark.sweep.plan import Cell, SweepSpec
 
 NODE_ENV = "QUANTMARK_NODE"  # the fingerprint's "node": which fleet node measured a run

@@ -188,7 +188,7 @@ def test_profiles_pair_through_the_onnx_graph_and_sit_side_by_side() -> None:
 def test_onnx_graph_nodes_of_a_real_model_fold_activations() -> None:
     import onnx
 
-    from quantmark.diagnosis.profile_run import graph_nodes
+    from quantmark.diagnosis.layer_times import graph_nodes
     from tests.quantmark.diagnosis.planted_models import original_onnx
 
     nodes = graph_nodes(onnx.load(str(original_onnx())))

@@ -173,9 +173,9 @@ def test_curve_rows_carry_the_measured_latency_of_a_batch_and_top1_per_ms_lost()
 
 
 def test_recover_by_ms_without_a_profiler_is_refused_before_the_capture(monkeypatch):
-    from quantmark.diagnosis import profile_run, steps
+    from quantmark.diagnosis import hooks, steps
 
-    monkeypatch.setattr(profile_run, "profiler", lambda info: None)
+    monkeypatch.setattr(hooks, "profiler", lambda info: None)
     config = steps.DiagnoseConfig(model="m", sut="ort-int8", recover=2, recover_by="ms")
     with pytest.raises(UserError, match="--recover-by ms: .*no per-layer profiler"):
         steps.check(config, "ort-fp32", 10)

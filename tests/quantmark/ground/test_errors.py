@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quantmark.ground.errors import environment_fault
+from quantmark.ground.faults import environment_fault
 from quantmark.ground.paths import cache_dir
 from tests.conftest import run_cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import fields
 
 import pytest
 
@@ -15,6 +16,8 @@ from quantmark.ground.records import (
     SCHEMA_VERSION,
     DiagnosisRecord,
     InterferenceRecord,
+    JobRecord,
+    ProfileRecord,
     RunRecord,
     SweepManifest,
     TrainBenchRecord,
@@ -200,3 +203,45 @@ def test_run_py_report_prints_the_table_of_a_folder_the_previous_main_made(tmp_p
     assert "other processes disturbed this run" in proc.stdout
     csv = (folder / "report.csv").read_text().splitlines()
     assert len(csv) == 2 and ",ort-fp32,fp32,mobilenetv2,Offline,performance,quick,VALID" in csv[1]
+
+
+TAIL = ("config", "system_id", "machine", "software", "times", "figure")
+# every field a diagnosis and a profile wrote before their tail was declared once
+DIAGNOSIS_FIELDS = ("model", "sut", "against", "samples", "layers", "worst", "capture", "damage",
+                    "matched", "unmatched", "first_jump", "jump_rule", "exclusion", "describe",
+                    "recovery", "recovery_failed", *TAIL)
+PROFILE_FIELDS = ("model", "sut", "against", "batch_size", "iterations", "warmup",
+                  "unsupported", "test", "reference", "layers", "slower", "references",
+                  "against_model_path", "onnx_model", "vocabulary", "others", "side_by_side",
+                  *TAIL)
+
+
+@pytest.mark.parametrize("kind", [DiagnosisRecord, ProfileRecord])
+def test_a_diagnosis_and_a_profile_inherit_one_tail(kind):
+    assert issubclass(kind, JobRecord)
+    own = set(vars(kind).get("__annotations__", {}))
+    assert not own & set(TAIL), f"{kind.__name__} declares {own & set(TAIL)} again"
+    assert TAIL == tuple(f.name for f in fields(JobRecord)
+                         if f.name not in ("schema", "extra", "source"))
+
+
+@pytest.mark.parametrize("kind, names", [(DiagnosisRecord, DIAGNOSIS_FIELDS),
+                                         (ProfileRecord, PROFILE_FIELDS)])
+def test_records_an_earlier_version_wrote_load_typed_and_write_back_the_same(tmp_path, kind,
+                                                                              names):
+    """A file with every field an earlier quantmark wrote: each is a typed field (none lands
+    in ``extra``), and writing it back changes nothing."""
+    values = {"samples": 8, "batch_size": 4, "iterations": 20, "warmup": 5, "layers": [],
+              "worst": [], "slower": [], "references": ["ort-fp32"], "damage": [],
+              "side_by_side": [], "system_id": "host-ort-int8", "figure": "f.png",
+              "first_jump": "conv1", "recovery_failed": "no", "exclusion": "nodes",
+              "against_model_path": "ref.onnx", "onnx_model": "m.onnx", "vocabulary": "onnx"}
+    data = {"kind": kind.KIND, "schema": SCHEMA_VERSION,
+            **{name: values.get(name, {"from": name} if name not in ("model", "sut", "against")
+                                else name) for name in names}}
+    (tmp_path / RESULTS).write_text(json.dumps(data))
+    record = load_record(tmp_path / RESULTS, kind.KIND)
+    assert isinstance(record, kind) and record.extra == {}
+    assert record.config == {"from": "config"} and record.times == {"from": "times"}
+    write_record(tmp_path / "again.json", record)
+    assert json.loads((tmp_path / "again.json").read_text()) == data

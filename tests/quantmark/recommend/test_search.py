@@ -285,10 +285,10 @@ def _timed(latency_ms: float, rate: float, samples: int = 1536) -> Measurement:
 def test_an_accuracy_run_is_priced_at_its_suts_measured_rate_over_the_dataset():
     """1536 samples at fp32-a's slowest 25/s (its runs' start: 15 - 10 s) and at int8-a's
     90/s; a SUT the race has not run: the configured guess (not another SUT's slow rate)."""
-    from quantmark.recommend.search import _Race
+    from quantmark.recommend.race import Race
 
     evidence = [Evidence(A, [_timed(40, 25.0), _timed(41, 30.0)]), Evidence(C, [_timed(11, 90)])]
-    race = _Race.start([item.candidate for item in evidence],
+    race = Race.start([item.candidate for item in evidence],
                        latency_config(accuracy_seconds=42.0), evidence)
     assert race.accuracy_run_estimate("fp32-a") == pytest.approx(1536 / 25 + 5)
     assert race.accuracy_run_estimate("int8-a") == pytest.approx(1536 / 90 + 5)
@@ -296,7 +296,7 @@ def test_an_accuracy_run_is_priced_at_its_suts_measured_rate_over_the_dataset():
     script = _DatasetMeasurer({}, {"fp32-a": 25.0, "int8-a": 90.0}, 1536)
     assert race.accuracy_cost(script, race.evidence[1]) == pytest.approx(1536 / 25 + 1536 / 90
                                                                          + 10)
-    blind = _Race.start([A], latency_config(accuracy_seconds=42.0), [Evidence(A, [quiet(10)])])
+    blind = Race.start([A], latency_config(accuracy_seconds=42.0), [Evidence(A, [quiet(10)])])
     assert blind.accuracy_run_estimate("fp32-a") == 42.0  # its run did not record the dataset
 
 

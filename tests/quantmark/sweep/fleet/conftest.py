@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from quantmark.ground.fingerprint import machine
-from quantmark.sweep.fleet.placement import node_resources
 from quantmark.sweep.fleet.ray_node import runnable_suts
+from quantmark.sweep.placement import node_resources
 
 TRIVIAL_SUTS = ("trivial-fp32", "trivial-faulty")
 # GCS notices a lost node within about a second instead of Ray's default 15 s or more

@@ -4,7 +4,7 @@ members alone; and what each cell requests."""
 from __future__ import annotations
 
 from quantmark.sweep.fleet.node_groups import Groups
-from quantmark.sweep.fleet.placement import SLOT, parse_rule
+from quantmark.sweep.placement import SLOT, parse_rule
 from quantmark.sweep.plan import Cell
 
 ENSEMBLE = "efficientnet-lite0@ort-int8,efficientnet-lite1@ov-fp32"

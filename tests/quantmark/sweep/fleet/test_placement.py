@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quantmark.ground.errors import UserError
-from quantmark.sweep.fleet.placement import (
+from quantmark.sweep.placement import (
     SLOT,
     describe,
     fits,

@@ -6,7 +6,9 @@ A node advertises its machine fingerprint as Ray custom resources (``quantmark_a
 it can run (``quantmark_sut:ort-int8``) and one ``quantmark_slot``: every cell takes the slot,
 so two cells never run at once on one node. A cell requires its SUT, what the user's
 ``--place PATTERN:REQ,...`` rules say for it, and for a GPU SUT Ray's own ``GPU``. Plain data
-and string work only: Ray is imported by ``quantmark.sweep.fleet``.
+and string work only: Ray is imported by ``quantmark.sweep.fleet``, which reads this, as the
+plan does when it checks the rules before anything runs (so it sits beside the plan, below the
+fleet).
 """
 
 from __future__ import annotations
