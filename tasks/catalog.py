@@ -89,3 +89,8 @@ def task_for(config: Any) -> Task:
         raise UserError(f"--task {named}: model {config.model} is a {owner.name} model; drop "
                         f"--task or pass --task {owner.name}")
     return get_task(named) if named else (owner or get_task(DEFAULT_TASK))
+
+
+def builtin_models() -> tuple[str, ...]:
+    """Every built-in model name any task owns (classification's zoo first)."""
+    return tuple(dict.fromkeys(name for task in all_tasks().values() for name in task.models))

@@ -71,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
     """Run (or resume) a sweep, then write its report. Exit 0 when every cell ran or was
     explained as unavailable; 1 when some failed (they are rows in the report)."""
     spec = spec_from_args(args, load_sweep_file(args.file) if args.file else {})
-    validate_inputs(spec.dataset_path, spec.calibration_list, spec.user_conf)
+    # the dataset folders were read as each model's task reads them (sweep.plan's checks)
+    validate_inputs(None, spec.calibration_list, spec.user_conf)
     check_output_writable(spec.output)
     outcome = run_sweep(spec, retry_failed=args.retry_failed, console=console)
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items()))

@@ -95,12 +95,24 @@ def datasets(raw: Any) -> list[str]:
 def own_size(model: str, model_path: str | None) -> str | None:
     """A built-in model's own input size as a cell writes it; None for a model file, whose own
     size is the file's (its cells always carry the size they ask for)."""
-    from quantmark.models.zoo import get_model
-
     if model_path:
         return None
-    spec = get_model(model)
+    spec = model_spec(model)
     return size_text(spec.input_size, spec.input_width)
+
+
+def model_spec(model: str, **fields: Any) -> Any:
+    """A model's spec as its runs resolve it, through its task (a built-in classifier is its
+    zoo entry; another task's model, a detector, is its task's to read); ``fields``: the
+    RunConfig fields that shape it (model_path, input_size ...)."""
+    from quantmark.ground.config import RunConfig
+    from quantmark.models.zoo import MODELS, get_model
+    from quantmark.tasks.catalog import task_for
+
+    if model in MODELS and not fields.get("model_path") and not fields.get("input_size"):
+        return get_model(model)
+    config = RunConfig(scenario="Offline", sut="", model=model, **fields)
+    return task_for(config).resolve_spec(config)
 
 
 def cell_sizes(sizes: list[str], model: str, model_path: str | None) -> list[str]:
@@ -159,21 +171,18 @@ def check(spec: SweepSpec) -> None:
 def sized_specs(spec: SweepSpec, model: str) -> list[Any]:
     """``model`` at each size it sweeps, as its runs will resolve it (a model file that takes
     another size, a size the recipe cannot take: one line now, not a failed cell per size)."""
-    from quantmark.ground.config import RunConfig
-    from quantmark.models.workload import resolve_spec
-    from quantmark.models.zoo import get_model
+    from quantmark.models.zoo import MODELS, get_model
 
     found = []
     for size in cell_sizes(spec.image_sizes, model, spec.model_path):
-        if not size:
+        if not size and model in MODELS:
             found.append(get_model(model))
             continue
-        config = RunConfig(scenario="Offline", sut=(spec.suts or [""])[0], model=model,
-                           model_path=spec.model_path, input_size=size,
-                           num_classes=spec.num_classes, preprocess=dict(spec.preprocess),
-                           labels=spec.labels)
         try:
-            found.append(resolve_spec(config))
+            found.append(model_spec(model, model_path=spec.model_path, input_size=size,
+                                    num_classes=spec.num_classes,
+                                    preprocess=dict(spec.preprocess), labels=spec.labels))
         except UserError as exc:
-            raise UserError(f"image size {size} ({SIZES_FLAG}): {exc}") from None
+            raise UserError(f"image size {size} ({SIZES_FLAG}): {exc}" if size else str(exc)
+                            ) from None
     return found

@@ -47,9 +47,10 @@ def cell_availability(cell: Cell) -> tuple[bool, str]:
 # RunConfig fields a sweep never sets, and why: a cell is one plain LoadGen test, so no
 # compliance audit, no repeat set of its own (a sweep's repeats go round the whole sweep, each
 # its own cell), no rerun, the layout's own system id, and an ensemble that averages
-# (quantmark.sweep.plan names its SUT with "mean")
+# (quantmark.sweep.plan names its SUT with "mean"); and the task, which each cell's run reads
+# from its model (run.py's --task only confirms it)
 NOT_SWEPT = ("audit", "repeat", "repeats", "repeat_set", "until_stable", "rerun", "system_id",
-             "ensemble_combine")
+             "ensemble_combine", "task")
 
 
 def cell_config(root: Path, spec: SweepSpec, cell: Cell) -> RunConfig:

@@ -168,7 +168,7 @@ def spec_from_args(args: Any, file_settings: dict[str, Any]) -> SweepSpec:
 
 def build_spec(settings: dict[str, Any]) -> SweepSpec:
     """Check and normalise settings (from a file, flags overriding) into a SweepSpec."""
-    from quantmark.models.zoo import MODEL_NAMES
+    from quantmark.tasks.catalog import builtin_models
 
     ensembles, modes = _ensembles(settings)
     settings = _model_of_file(settings, ensembles)
@@ -176,9 +176,10 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
         raise UserError("a sweep needs --models and --suts, or --ensemble (or models and "
                         "suts, or ensembles, in the file)")
     models = _as_list(settings["models"], "models") if "models" in settings else []
+    known = builtin_models()
     for model in models:
-        if model not in MODEL_NAMES:
-            raise UserError(f"unknown model '{model}'; valid models: {', '.join(MODEL_NAMES)}")
+        if model not in known and not settings.get("model_path"):
+            raise UserError(f"unknown model '{model}'; valid models: {', '.join(known)}")
     scenarios = _as_list(settings.get("scenarios", "Offline,SingleStream"), "scenarios")
     for scenario in scenarios:
         if scenario not in SCENARIOS:
@@ -238,8 +239,9 @@ def _model_of_file(settings: dict[str, Any], ensembles: list[str]) -> dict[str, 
     if not path or ensembles or "models" in settings:
         return settings
     from quantmark.models.exported import exported_model
+    from quantmark.models.workload import file_model_name
 
-    found = exported_model(str(path))
+    found = exported_model(str(path)) or file_model_name(str(path))
     return {**settings, "models": found} if found else settings
 
 
@@ -292,14 +294,28 @@ def _check_batches_fit(spec: SweepSpec) -> None:
     from quantmark.sut.ensemble.members import parse_members
 
     folders = spec.datasets or [spec.dataset_path]
-    for folder in folders:
-        check_dataset(folder, spec.labels)
     members = [m.model for text in spec.ensembles for m in parse_members(text)]
     for model in dict.fromkeys(spec.models + members):
         specs = axes.sized_specs(spec, model) if model in spec.models else [get_model(model)]
         largest = max(specs, key=lambda s: s.channels * s.input_size * s.input_width)
         for folder in folders:
-            check_batch_fits(max(spec.batch_sizes), largest, folder, flag="--batch-sizes")
+            images = None
+            if largest.task == "classification":  # a folder of labelled images
+                check_dataset(folder, spec.labels)
+            else:  # another task's folder (COCO, YOLO) is its task's to read
+                images = len(_task_dataset(spec, model, folder, largest).all_items)
+            check_batch_fits(max(spec.batch_sizes), largest, folder, flag="--batch-sizes",
+                             images=images)
+
+
+def _task_dataset(spec: SweepSpec, model: str, folder: str | None, model_spec: Any) -> Any:
+    """The dataset a model's task opens for ``folder`` (its built-in one for None)."""
+    from quantmark.ground.config import RunConfig
+    from quantmark.tasks.catalog import task_for
+
+    config = RunConfig(scenario="Offline", sut="", model=model, model_path=spec.model_path,
+                       dataset_path=folder, labels=spec.labels)
+    return task_for(config).open_dataset(config, model_spec)
 
 
 def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
