@@ -55,12 +55,8 @@ import numpy as np
 from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.registry import find_sut
-from quantmark.sut.tflite.convert import (
-    executed_precision,
-    file_precision,
-    inspect_interpreter,
-    tflite_sut,
-)
+from quantmark.sut.tflite.convert import tflite_sut
+from quantmark.sut.tflite.inspection import executed_precision, file_precision, inspect_interpreter
 from quantmark.sut.tflite.suts import (
     TFLITE_INVOKE_MODES,
     TFLITE_INVOKE_OPTION,

@@ -23,15 +23,15 @@ so they compute the same function as the TF SUTs. Four recipes, TensorFlow's sta
 * A detector's ``int8`` keeps its box decode float, with float input and output
   (``detection``: one int8 tensor cannot hold pixel boxes and 0..1 scores).
 
-Everything here that reads a .tflite uses ai-edge-litert only, never TensorFlow: a Raspberry Pi
-with just ai-edge-litert + numpy can validate and run a user's .tflite (``load_user_tflite``).
+Everything here that reads a .tflite uses ai-edge-litert only (``inspection``), never TensorFlow:
+a Raspberry Pi with just ai-edge-litert + numpy can validate and run a user's .tflite
+(``load_user_tflite``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from quantmark.sut.info import SutInfo
 from quantmark.sut.layers import Recipe
 from quantmark.sut.registry import find_sut, module_sut
 from quantmark.sut.tflite.detection import DETECTION_INT8, convert_int8, detector_io, int8_detector
+from quantmark.sut.tflite.inspection import executed_precision, file_precision, inspect_file
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -58,9 +59,6 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 #: the module whose factory builds the TFLite SUTs (their registry entries name it)
 BACKEND_MODULE = f"{__package__}.backend"
-#: ops doing the network's multiply-accumulates: their operand types say what precision ran
-COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
-               "BATCH_MATMUL", "CONV_3D")
 INPUT_TYPES = ("float32", "int8", "uint8")
 #: how a recipe's excluded layers are kept in float (part of such an artifact's cache key)
 EXCLUSION = ("TFLite QuantizationDebugger denylisted_nodes (op output tensor names kept in "
@@ -68,109 +66,9 @@ EXCLUSION = ("TFLite QuantizationDebugger denylisted_nodes (op output tensor nam
 #: how a recipe's damage is injected
 DAMAGE = ("the converted .tflite edited with tensorflow.lite.tools.flatbuffer_utils: the op's "
           "int8 weight scales x factor and values / factor (rounded), its int32 bias likewise")
-_INTEGER = ("int8", "uint8", "int16")
 
 
-def _dtype(value: Any) -> str:
-    return np.dtype(value).name
-
-
-# ---------------------------------------------------------------- reading a .tflite (no TF)
-def open_interpreter(path: str | Path | None, **kwargs: Any) -> Any:
-    """An ai-edge-litert interpreter for ``path`` (None: pass ``model_content``); kwargs go to
-    ``Interpreter``."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    return Interpreter(model_path=None if path is None else str(path), **kwargs)
-
-
-def inspect_file(path: str | Path) -> dict[str, Any]:
-    """``inspect_interpreter`` on an interpreter without the default delegate: a quick look,
-    which leaves XNNPACK's once-per-process log line for the SUT's load to capture."""
-    from ai_edge_litert.interpreter import OpResolverType
-
-    return inspect_interpreter(open_interpreter(
-        path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
-
-
-def inspect_interpreter(interpreter: Any) -> dict[str, Any]:
-    """What a model contains: tensor types, ops, compute-op precision, I/O and quantization.
-
-    Works on an interpreter with or without delegates (``DELEGATE`` nodes are left out of the
-    op counts; ``sut.tflite.backend`` analyses them separately).
-    """
-    tensors = interpreter.get_tensor_details()
-    ops = [op for op in interpreter._get_ops_details() if op["op_name"] != "DELEGATE"]
-    inputs = {int(t["index"]) for t in interpreter.get_input_details()}
-    produced = {int(t) for op in ops for t in op["outputs"]}
-    constants = [t for t in tensors if int(t["index"]) not in produced | inputs]
-    compute = {"integer": 0, "hybrid": 0, "float": 0, "float16": 0}
-    for op in ops:
-        if op["op_name"] not in COMPUTE_OPS or len(op["operand_types"]) < 2:
-            continue
-        activation, weight = (_dtype(t) for t in op["operand_types"][:2])
-        if activation in _INTEGER:
-            compute["integer"] += 1
-        elif activation == "float16":
-            compute["float16"] += 1
-        elif weight in _INTEGER:
-            compute["hybrid"] += 1
-        else:
-            compute["float"] += 1
-    fp16_dequantize = sum(1 for op in ops if op["op_name"] == "DEQUANTIZE"
-                          and _dtype(op["operand_types"][0]) == "float16")
-    return {
-        "tensor_types": dict(sorted(Counter(_dtype(t["dtype"]) for t in tensors).items())),
-        "constant_tensor_types": dict(sorted(Counter(_dtype(t["dtype"])
-                                                     for t in constants).items())),
-        "int8_weight_tensors": sum(1 for t in constants if _dtype(t["dtype"]) in _INTEGER),
-        "ops": dict(sorted(Counter(op["op_name"] for op in ops).items())),
-        "compute_ops": compute,
-        "fp16_weight_dequantize_ops": fp16_dequantize,
-        "inputs": [_io(t) for t in interpreter.get_input_details()],
-        "outputs": [_io(t) for t in interpreter.get_output_details()],
-    }
-
-
-def _io(detail: dict[str, Any]) -> dict[str, Any]:
-    scale, zero_point = detail["quantization"]
-    return {"name": detail["name"], "index": int(detail["index"]),
-            "dtype": _dtype(detail["dtype"]),
-            "shape_signature": [int(d) for d in detail["shape_signature"]],
-            "scale": float(scale), "zero_point": int(zero_point),
-            "per_channel": len(detail["quantization_parameters"]["scales"]) > 1}
-
-
-def file_precision(summary: dict[str, Any]) -> str:
-    """The precision class a model's compute ops prove: int8, int8dyn, fp16 (weights) or fp32."""
-    compute = summary["compute_ops"]
-    if compute["integer"]:
-        return "int8"
-    if compute["hybrid"]:
-        return "int8dyn"
-    if compute["float16"] or summary["fp16_weight_dequantize_ops"]:
-        return "fp16"
-    return "fp32"
-
-
-def executed_precision(summary: dict[str, Any]) -> str:
-    """Human label of what computes, from the op operand types (see the module docstring)."""
-    compute = summary["compute_ops"]
-    total = sum(compute.values())
-    kind = file_precision(summary)
-    if kind == "int8":
-        rest = total - compute["integer"]
-        return "int8" if not rest else f"int8 ({compute['integer']} of {total} conv/FC ops; " \
-                                       f"{rest} float)"
-    if kind == "int8dyn":
-        label = "int8 dynamic (weights int8, activations quantized on the fly)"
-        rest = total - compute["hybrid"]
-        return label if not rest else f"{label}; {rest} of {total} conv/FC ops stay fp32"
-    if kind == "fp16":
-        return "fp16" if compute["float16"] else "fp32 (fp16 weights)"
-    return "fp32"
-
-
+# ---------------------------------------------------------------- a user's .tflite (no TF)
 def _input_layout(inp: dict[str, Any], spec: Any, where: str) -> str:
     """The layout of the model's input for ``spec`` (its channels, height and width) and its
     type: float32, an int8/uint8 input quantized per tensor (a full-integer model's float

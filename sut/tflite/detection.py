@@ -91,7 +91,7 @@ def detector_io(summary: dict[str, Any], spec: Any, where: str, layout: str) -> 
 def _head(flatbuffer: bytes) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """The head's ops in execution order (every op downstream of a RESHAPE that flattens a
     rank-4 feature map into rank 3, the anchors axis) and the model's tensors."""
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     interpreter = open_interpreter(None, model_content=flatbuffer)
     tensors = {int(t["index"]): t for t in interpreter.get_tensor_details()}
@@ -116,7 +116,7 @@ def float_head(flatbuffer: bytes) -> tuple[list[str], list[str]]:
     """What to keep float: the head's op output tensor names, and the op types only the head
     has (the denylist by name misses some: a TOPK_V2 stayed int8 until denied by type)."""
     head, tensors = _head(flatbuffer)
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     ops = open_interpreter(None, model_content=flatbuffer)._get_ops_details()
     names = {op["index"] for op in head}
@@ -174,7 +174,7 @@ def convert_int8(saved_dir: Path, calibration: np.ndarray, recipe: Any,
 
 def _run(flatbuffer: bytes, x: np.ndarray, spec: Any) -> np.ndarray:
     """The model's output for float NHWC ``x``, in the ONNX layout."""
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     interpreter = open_interpreter(None, model_content=flatbuffer, num_threads=1)
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]

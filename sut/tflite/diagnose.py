@@ -41,10 +41,10 @@ from quantmark.sut.tflite.backend import TFLiteBackend, dequantize, quantize
 from quantmark.sut.tflite.convert import (
     DAMAGE,
     EXCLUSION,
-    open_interpreter,
     prepare_tflite,
     tflite_sut,
 )
+from quantmark.sut.tflite.inspection import open_interpreter
 from quantmark.sut.tflite.suts import TFLITE_INVOKE_OPTION, TFLITE_QUANTIZE_OPTION
 
 __all__ = ["DAMAGE", "EXCLUSION", "capture", "convert_excluding", "damage_weights",

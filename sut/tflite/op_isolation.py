@@ -150,7 +150,7 @@ def empty_interpreter(threads: int) -> Any:
 
 
 def _interpreter(threads: int, **source: Any) -> Any:
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     try:
         return open_interpreter(source.pop("path", None), num_threads=threads, **source)

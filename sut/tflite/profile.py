@@ -211,7 +211,7 @@ def _encode(samples: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
 def _batch(backend: Backend, samples: np.ndarray) -> tuple[str, np.ndarray]:
     """The input's name and the batch as the backend feeds it (a static batch of 1 runs one
     sample)."""
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     detail = open_interpreter(backend.model_path).get_input_details()[0]
     static = int(detail["shape_signature"][0]) != -1
@@ -246,7 +246,7 @@ def profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int)
 def _tool_profile(backend: Backend, samples: np.ndarray, iterations: int, warmup: int,
                   tool: str, flag: str) -> Profile:
     """The benchmark tool's run-order table and average inference, on the real samples."""
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     model = str(backend.model_path)
     with tempfile.TemporaryDirectory(prefix="quantmark-tflite-profile-") as tmp:
@@ -293,7 +293,7 @@ def isolated_profile(backend: Backend, samples: np.ndarray, iterations: int, war
     the same round (the cost every invoke pays, which in situ the whole model pays once; raw
     sum and the empty invoke are in the notes)."""
     from quantmark.sut.tflite import op_isolation as iso
-    from quantmark.sut.tflite.convert import open_interpreter
+    from quantmark.sut.tflite.inspection import open_interpreter
 
     model = str(backend.model_path)
     _, x = _batch(backend, samples)

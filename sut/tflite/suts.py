@@ -23,7 +23,7 @@ TFLITE_OPTION_SCOPES = ((TFLITE_INVOKE_OPTION, OptionScope(min_batch=2)),
 
 
 def _cpu(name: str, precision: str, key: str) -> SutInfo:
-    # the proof is the model file's precision class (convert.file_precision), the key itself
+    # the proof is the model file's precision class (inspection.file_precision), the key itself
     return SutInfo(name, "tflite", precision, "cpu", "tflite", ("ai_edge_litert",),
                    ".backend:create", options=((TFLITE_INVOKE_OPTION, TFLITE_INVOKE_MODES),
                                                (TFLITE_QUANTIZE_OPTION, TFLITE_QUANTIZE_PLACES)),

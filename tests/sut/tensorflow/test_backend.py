@@ -27,6 +27,7 @@ pytest.importorskip("tensorflow")
 pytest.importorskip("onnx2tf")
 
 from quantmark.sut.tensorflow import backend as tf_sut  # noqa: E402 - only once TensorFlow is known present
+from quantmark.sut.tensorflow import executed_graph as tf_graph  # noqa: E402
 
 ATOL = 1e-4
 
@@ -98,7 +99,7 @@ def test_xla_matches_fp32_and_is_compiled(xla: tf_sut.TensorFlowBackend,
     assert info["executed_precision"] == "fp32" and evidence["xla"]["jit_compile"] is True
     assert evidence["xla_hlo"]["compute"] == {"f32": {"convolution": 3, "dot": 1}}
     assert evidence["tf_graph_executor_compute_nodes"] == 0
-    wrapper = {"_Arg", "_Retval", "Identity", "Const", "NoOp"} | tf_sut.XLA_LAUNCH_OPS
+    wrapper = {"_Arg", "_Retval", "Identity", "Const", "NoOp"} | tf_graph.XLA_LAUNCH_OPS
     assert set(evidence["tf_graph_executor_ops"]) <= wrapper
     first = evidence["xla"]["first_call_s"]  # batch 1 at load, then 64 and the 21 left over
     assert {"1", "64", str(len(scores) % 64)} <= set(first) and min(first.values()) > 0
@@ -189,17 +190,17 @@ def test_xla_proof_holds_after_another_saved_model_ran(digits_weights: Path) -> 
 def test_refuses_unproven_precision() -> None:
     fp32_only = {"float32": {"_MklNativeFusedConv2D": 3}}
     with pytest.raises(SutError, match="changed nothing"):
-        tf_sut.executed_precision("tf-amp", fp32_only, tf_sut.HALF_DTYPES)
+        tf_graph.executed_precision("tf-amp", fp32_only, tf_graph.HALF_DTYPES)
     with pytest.raises(SutError, match="refusing to report it as FP32"):
-        tf_sut.executed_precision("tf-fp32", {"bfloat16": {"_MklMatMul": 1}},
-                                  tf_sut.HALF_DTYPES)
+        tf_graph.executed_precision("tf-fp32", {"bfloat16": {"_MklMatMul": 1}},
+                                    tf_graph.HALF_DTYPES)
     with pytest.raises(SutError, match="no convolution"):
-        tf_sut.executed_precision("tf-fp32", {}, tf_sut.HALF_DTYPES)
+        tf_graph.executed_precision("tf-fp32", {}, tf_graph.HALF_DTYPES)
     hlo = ("%convolution.1 = f32[1,32,32,16]{3,2,1,0} convolution(f32[1,32,32,3] %p, ...)\n"
            "%dot.2 = bf16[1,10]{1,0} dot(bf16[1,64] %a, bf16[64,10] %b)")
-    counts = tf_sut.count_hlo(hlo)["compute"]
+    counts = tf_graph.count_hlo(hlo)["compute"]
     assert counts == {"bf16": {"dot": 1}, "f32": {"convolution": 1}}
-    assert tf_sut.executed_precision("tf-amp", counts, tf_sut.HLO_HALF) == "bf16+fp32"
+    assert tf_graph.executed_precision("tf-amp", counts, tf_graph.HLO_HALF) == "bf16+fp32"
 
 
 @pytest.mark.parametrize("path", ["model.tflite", "model.xml", "model.engine"])

@@ -169,7 +169,7 @@ def test_rewrites_compute_what_the_file_computes(files) -> None:
     import onnx
     import onnxruntime as ort
 
-    from quantmark.models.saved_model import align_constant_ranks, fold_shape_arithmetic
+    from quantmark.models.onnx_rewrites import align_constant_ranks, fold_shape_arithmetic
 
     for head, path in files.items():
         model = onnx.load(str(path))

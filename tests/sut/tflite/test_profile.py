@@ -18,7 +18,7 @@ from quantmark.sut.profiling import CATEGORIES, Profile  # noqa: E402
 from quantmark.sut.tflite import op_isolation  # noqa: E402
 from quantmark.sut.tflite import profile as tfl_profile  # noqa: E402
 from quantmark.sut.tflite.backend import TFLiteBackend, create  # noqa: E402
-from quantmark.sut.tflite.convert import open_interpreter  # noqa: E402
+from quantmark.sut.tflite.inspection import open_interpreter  # noqa: E402
 from tests.digits_model import DIGITS_SPEC  # noqa: E402
 
 SUTS = ("tflite-fp32", "tflite-int8")
