@@ -1,8 +1,9 @@
 """Preprocessing named, not implied: presets, a recipe file, and flags, applied to a model spec.
 
-A model's preprocessing is the rule that brings a photo to its input size (``short-side``:
-resize the short side, centre-crop, as ImageNet evaluation does; ``stretch``: resize to exactly
-the input size, as CIFAR-style training scripts do), the mean and std (0-255 pixel units, or
+A model's preprocessing is the rule that brings a photo to its input size (``short-side``: resize
+the short side, centre-crop, as ImageNet evaluation does; ``stretch``: resize to exactly the input
+size, as CIFAR-style training scripts do; ``letterbox``: fit inside the input size keeping the
+aspect ratio, grey padding, as YOLO detectors take images), the mean and std (0-255 pixel units, or
 0-1 units with ``scale = 255``), and the channel order. The built-in models' recipes are presets
 under their own names, beside the conventions most models were trained with. The run's recipe is
 kept as plain data in ``RunConfig.preprocess`` (the file is read once, by the parent), so every

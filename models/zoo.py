@@ -47,7 +47,7 @@ class ModelSpec:
     # the rest of the preprocessing recipe (quantmark.qsl.preprocess): ImageNet's by default
     input_width: int = 0  # 0: square (set to input_size: change both, as workload._at_size)
     channels: int = 3
-    resize_rule: str = "short-side"  # or "stretch"
+    resize_rule: str = "short-side"  # or "stretch" or "letterbox"
     channel_order: str = "RGB"
     input_dtype: str = "float32"  # or "uint8": raw pixels, no mean/std
     builtin_dataset: str = "photos"  # without --dataset-path: "photos" or "digits" (qsl)

@@ -236,7 +236,7 @@ def verify(root: Path) -> str | None:
 
 
 #: the folders quantmark generates under datasets/: the photos, the digits, the detection
-#: canvases (tasks.detection.builtin), each regenerated when marked damaged
+#: canvases (tasks.detection.digits_detect), each regenerated when marked damaged
 GENERATED_PREFIXES = ("builtin-v", "digits-v", "digits-detect-v")
 
 

@@ -4,8 +4,9 @@ Reads the record a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and rend
 it: the worst layers with their op type and precision, the first jump, the recovery curve, CSV
 tables and one figure (SQNR along the network with the worst layers marked; with a recovery
 curve, its quality metric and throughput against K beside it). The recovery curve's labels
-are the record's metric (``report.quality``: top-1 for every diagnosis so far, which name no
-task); its rows' keys (``top1`` ...) are the diagnosis record's own.
+are the record's metric (``report.quality``: its ``task``; top-1 for a diagnosis written before
+tasks); its rows' keys (``top1`` ...) are the diagnosis record's own. A detector's diagnosis
+adds the final output's error and both SUTs' mAP on the diagnosed images (``quality_lines``).
 """
 
 from __future__ import annotations
@@ -215,7 +216,32 @@ def summary_lines(record: DiagnosisRecord) -> list[str]:
         lines.append(f"recovery keeps layers in FP32 with {record.exclusion}")
     if record.recovery_failed:
         lines.append(f"RECOVERY FAILED: {record.recovery_failed}")
-    return lines + cost_lines(record.recovery or {})
+    return lines + quality_lines(record) + cost_lines(record.recovery or {})
+
+
+def quality_lines(record: DiagnosisRecord) -> list[str]:
+    """What the layers' errors come to at the end, where the task's answer is not one class
+    (a detector): the final output's error, and both SUTs' metric on the diagnosed images
+    (``diagnosis.output_quality``'s ``quality``); none for a classifier's record."""
+    quality = record.extra.get("quality")
+    if not isinstance(quality, dict):
+        return []
+    metric = metric_of(record)
+    out = quality.get("output") or {}
+    if out.get("sqnr_db") is not None:
+        error = f"SQNR {out['sqnr_db']:.1f} dB, cosine {out['cosine']:.4f}"
+    elif out.get("identical"):
+        error = "identical to the reference's"
+    else:
+        error = (f"not comparable (shape {out.get('shape')} against "
+                 f"{out.get('reference_shape')})")
+    change = quality.get("change_points") or {}
+    return [f"final output {out.get('shape')}: {error}",
+            f"{metric.name} on the {quality.get('images')} diagnosed images: {record.sut} "
+            f"{quality.get('test', float('nan')):.2f}, {record.against} "
+            f"{quality.get('reference', float('nan')):.2f} ({change.get('delta', 0.0):+.2f} pt "
+            f"[{change.get('low', 0.0):+.2f}, {change.get('high', 0.0):+.2f}], "
+            f"{change.get('method', '')})"]
 
 
 def cost_lines(recovery: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from quantmark.ground.records import RESULTS, ProfileRecord
 from quantmark.report import profile_tables
+from quantmark.report.quality import metric_of
 from quantmark.report.record_folders import records_under
 from quantmark.report.table_formats import html_table, markdown_table
 
@@ -42,8 +43,11 @@ def summary_lines(record: ProfileRecord) -> list[str]:
     """How the layers are named, then each SUT's shares and sum check (or why it has none)."""
     named = (f"layers named by the canonical ONNX model {record.onnx_model}"
              if record.onnx_model else record.vocabulary or "layers keep their own names")
+    task = record.task or {}
+    scored = (f"; task {task.get('name')} (scored by {metric_of(record).name})"
+              if task.get("name") else "")
     return [f"{named}; {record.iterations} profiled inferences after {record.warmup} "
-            "warm-up", *profile_tables.share_lines(record.to_dict())]
+            f"warm-up{scored}", *profile_tables.share_lines(record.to_dict())]
 
 
 def _tables(record: ProfileRecord) -> list[tuple[str, list[str], list[list[str]]]]:

@@ -1,6 +1,7 @@
 """A profile's tables and figure: per layer (named by the canonical ONNX model's node) in both
 SUTs with the ratio, every SUT side by side where several were compared, the time shares, the
-layers where the test is slower ranked by milliseconds lost, and the sum check."""
+layers where the test is slower ranked by milliseconds lost, and the sum check. A task's
+postprocessing (a detector's NMS) is rows after the layers and a line per side."""
 
 from __future__ import annotations
 
@@ -82,8 +83,25 @@ def share_lines(record: dict[str, Any]) -> list[str]:
             f"{check['layer_sum_ms']:.3f} ms of {check['end_to_end_ms']:.3f} ms end to end "
             f"({check['ratio']:.0%}, {verdict}; {check['unattributed_ms']:+.3f} ms: "
             f"{check['unattributed']})")
+    lines += postprocess_lines(record)
     for name, why in (record.get("unsupported") or {}).items():
         lines.append(f"{name}: not profiled: {why}")
+    return lines
+
+
+def postprocess_lines(record: dict[str, Any]) -> list[str]:
+    """Each side's postprocessing (a detector's NMS): outside every profiler, yet part of the
+    SUT's timed work, so its share of predict plus postprocessing is said beside the layers."""
+    lines = []
+    for side in sides(record):
+        post = side.get("postprocess")
+        if not post:
+            continue
+        parts = ", ".join(f"{step['name'].removeprefix('postprocess: ')} "
+                          f"{step['median_ms']:.3f} ms" for step in post["steps"])
+        lines.append(f"{side['sut']}: postprocess after predict (in the SUT's timed work): "
+                     f"{parts}; {post['total_ms']:.3f} ms, {post['share_of_sut_ms']:.0%} of "
+                     "predict plus postprocess")
     return lines
 
 

@@ -67,3 +67,18 @@ def axis_label(metric: Metric, agreement: bool = False) -> str:
     if agreement:
         return f"{metric.name} agreement with the framework's FP32 (%)"
     return f"{metric.name}{' accuracy' if classifies(metric) else ''} ({metric.unit})"
+
+
+def record_metric(record: Any) -> Metric:
+    """``metric_of`` for a typed record whose kind has no ``task`` field yet (a
+    recommendation): its ``task`` section is kept in the record's ``extra``, read here."""
+    extra = getattr(record, "extra", None)
+    if getattr(record, "task", None) is None and isinstance(extra, dict) and extra.get("task"):
+        return metric_of(extra)
+    return metric_of(record)
+
+
+def task_section(metric: Metric, name: str) -> dict[str, Any]:
+    """A record's ``task`` section as a run's results.json writes it (name and metric), for
+    records that judge runs of a task without being one (a recommendation)."""
+    return {"name": name, "metric": metric.to_record()}

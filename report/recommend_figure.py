@@ -52,7 +52,7 @@ def _limits(ax: Any, record: dict[str, Any]) -> None:
     limits = record.get("limits") or {}
     if limits.get("max_accuracy_drop") is not None:
         ax.axhline(-limits["max_accuracy_drop"], color="#b00", linestyle="--", linewidth=0.9,
-                   label=f"max accuracy drop {limits['max_accuracy_drop']:g} pts")
+                   label=f"max {metric_of(record).name} drop {limits['max_accuracy_drop']:g} pts")
     bound = {"latency_ms": limits.get("latency_ms"),
              "samples_per_s": limits.get("min_throughput")}.get(record.get("objective", ""))
     if bound is not None:

@@ -20,6 +20,7 @@ from quantmark.models.zoo import DEFAULT_MODEL
 from quantmark.report import console_tables as tables
 from quantmark.report import diagnosis_section
 from quantmark.run.checks import check_output_writable, validate_inputs
+from quantmark.tasks.catalog import task_for
 
 NAME = "diagnose"
 HELP = "where a reduced-precision SUT loses accuracy, layer by layer"
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recover", type=int, default=0, metavar="K",
                         help="re-quantize with 1, 2, 4 ... K layers in FP32 (in "
                              "--recover-by order) and measure top-1 and speed of each, with "
-                             "the latency each point's layer costs predict (default 0: no)")
+                             "the latency each point's layer costs predict (default 0: no; "
+                             "classifiers only for now)")
     parser.add_argument("--recover-by", choices=("accuracy", "ms"), default="accuracy",
                         help="order of the layers kept in FP32: accuracy (most SQNR lost "
                              "first, default) or ms (most SQNR recovered per millisecond each "
@@ -62,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.output(parser)
     options.model_and_dataset(parser, model_path_help="your FP32 model (.pt/.onnx ...) to "
                                                       "diagnose",
-                              dataset_help="ImageNet-format folder (default: built-in)")
+                              dataset_help="ImageNet-format folder, or a detector's COCO or "
+                                           "YOLO folder (default: built-in)")
     options.model_shape(parser)
 
 
@@ -99,7 +102,9 @@ def main(args: argparse.Namespace) -> int:
         **options.shape_fields(args))
     if config.rounds < 2 and config.recover:
         raise UserError("--rounds must be at least 2: an interval needs repeats")
-    validate_inputs(config.dataset_path, config.calibration_list, None)
+    # another task's dataset (a detector's COCO or YOLO folder) is its task's to read
+    image_folder = task_for(config).name == "classification"
+    validate_inputs(config.dataset_path if image_folder else None, config.calibration_list, None)
     check_output_writable(config.output)
     started = time.time()
     record = steps.run(config)

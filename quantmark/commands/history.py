@@ -18,13 +18,15 @@ from quantmark.report import console_tables as tables
 
 if TYPE_CHECKING:
     from quantmark.store.points import Point
+    from quantmark.store.quality_jobs import QualityPoint
     from quantmark.store.results_store import Store
 
 NAME = "history"
 HELP = "each series' results over time from the results store, with intervals (--plot)"
 DESCRIPTION = ("Each series (model, SUT, scenario) of the results store over time: every "
                "job's figure with its 95% interval, VALID or INVALID, disturbed or not, the "
-               "quantmark version and machine that measured it and its folder.")
+               "quantmark version and machine that measured it and its folder; and each "
+               "accuracy run's figure in its task's metric (top-1, mAP).")
 FILTERS = ("model", "sut", "scenario", "machine", "version", "since", "until", "tag")
 
 console = tables.make_console()
@@ -49,17 +51,21 @@ def main(args: argparse.Namespace) -> int:
         epoch(filters.get(name))
     with open_store(args.store) as store:
         points = store.points(**filters)
-        if not points:
+        qualities = store.quality_points(**filters)
+        if not points and not qualities:
             console.print(nothing_matched(store, filters), soft_wrap=True)
             return 1
     show(points)
+    show_quality(qualities)
     if args.plot:
         from pathlib import Path
 
+        from quantmark.store.quality_jobs import as_point
         from quantmark.store.trend_plot import MAX_PANELS, plot_history
 
-        drawn = plot_history(points, Path(args.plot))
-        more = len({p.series for p in points}) - drawn
+        drawn_points = [*points, *(as_point(q) for q in qualities)]
+        drawn = plot_history(drawn_points, Path(args.plot))
+        more = len({p.series for p in drawn_points}) - drawn
         note = f" (the first {MAX_PANELS}: narrow the filters for the other {more})" \
             if more > 0 else ""
         console.print(f"trend of {drawn} series in {escape(args.plot)}{note}")
@@ -106,6 +112,23 @@ def validity_text(point: Point) -> str:
         total = len(point.runs) + point.invalid_runs
         return f"VALID ({point.invalid_runs} of {total} runs INVALID, left out)"
     return "VALID"
+
+
+def show_quality(points: list[QualityPoint]) -> None:
+    """One table per accuracy series (model, SUT, metric), titled by the metric's name: a
+    detector's mAP is never a column of a classifier's top-1."""
+    from itertools import groupby
+
+    for (model, sut, _), group in groupby(points, key=lambda p: p.series):
+        rows = list(group)
+        metric = rows[0].metric
+        console.print(tables.table(
+            f"{model or '(model not recorded)'} {sut} accuracy ({metric.name})",
+            ["when (UTC)", f"{metric.name} {metric.unit}".rstrip(), "quantmark", "machine",
+             "folder"],
+            [[p.when.replace("T", " ").removesuffix("Z"),
+              "-" if p.value is None else f"{p.value:.2f}", p.version, p.machine, p.run_dir]
+             for p in rows], overflow="fold"))
 
 
 def show(points: list[Point]) -> None:

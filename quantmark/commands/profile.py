@@ -26,6 +26,7 @@ from quantmark.report import console_tables as tables
 from quantmark.report import profile_tables
 from quantmark.run.checks import check_output_writable, validate_inputs
 from quantmark.store.recording import record as record_in_store
+from quantmark.tasks.catalog import task_for
 
 NAME = "profile"
 HELP = "why a SUT is not faster: per-layer time against another SUT, from each profiler"
@@ -67,7 +68,9 @@ def main(args: argparse.Namespace) -> int:
         dataset_path=args.dataset_path, model_path=args.model_path,
         calibration_list=args.calibration_list, against_model_path=args.against_model_path,
         **options.shape_fields(args))
-    validate_inputs(config.dataset_path, config.calibration_list, None)
+    # another task's dataset (a detector's COCO or YOLO folder) is its task's to read
+    image_folder = task_for(config).name == "classification"
+    validate_inputs(config.dataset_path if image_folder else None, config.calibration_list, None)
     check_output_writable(config.output)
     started = time.time()
     found = profile_run.run(config)

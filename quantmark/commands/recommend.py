@@ -35,6 +35,7 @@ from quantmark.recommend.candidates import (
     Limits,
 )
 from quantmark.report import console_tables as tables
+from quantmark.report.quality import task_section
 from quantmark.run.checks import check_output_writable, validate_inputs
 
 NAME = "recommend"
@@ -66,8 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "SingleStream and MultiStream, throughput for Offline and Server")
     limits = parser.add_argument_group("limits (any combination; none: the fastest wins)")
     limits.add_argument("--max-accuracy-drop", type=float, metavar="PTS",
-                        help="top-1 points the candidate may lose against the best FP32 of "
-                             "any framework (its whole interval must not pass it)")
+                        help="points of the model's quality metric (top-1 for a classifier, "
+                             "mAP for a detector: its task's) the candidate may lose against "
+                             "the best FP32 of any framework (its whole interval must not pass "
+                             "it)")
     limits.add_argument("--latency", type=float, metavar="MS",
                         help="the scenario's latency percentile bound (p90 SingleStream ...)")
     limits.add_argument("--min-throughput", type=float, metavar="QPS", help="samples/s at least")
@@ -103,11 +106,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.model_shape(parser)
 
 
-def limits_of(args: argparse.Namespace) -> Limits:
+def task_of(args: argparse.Namespace) -> Any:
+    """The model's task (``quantmark.tasks``): the owner of a built-in ``--model``, or the
+    task the ``--model-path`` file's outputs belong to; classification where none claims it."""
+    from quantmark.tasks.catalog import task_for
+
+    return task_for(argparse.Namespace(task="", model=args.model or "",
+                                       model_path=args.model_path))
+
+
+def limits_of(args: argparse.Namespace, metric_name: str = "top-1") -> Limits:
     """The limits the flags give, each checked (a negative or zero bound is a typo)."""
     if args.max_accuracy_drop is not None and args.max_accuracy_drop < 0:
-        raise UserError(f"--max-accuracy-drop {args.max_accuracy_drop:g}: give points of top-1 "
-                        "at or above 0, e.g. 1")
+        raise UserError(f"--max-accuracy-drop {args.max_accuracy_drop:g}: give points of "
+                        f"{metric_name} at or above 0, e.g. 1")
     for flag, value in (("--latency", args.latency), ("--min-throughput", args.min_throughput),
                         ("--max-memory", args.max_memory),
                         ("--max-model-size", args.max_model_size)):
@@ -133,9 +145,12 @@ def check_args(args: argparse.Namespace) -> str:
         raise UserError(f"--seconds {args.seconds:g}: give seconds above 0, e.g. 5")
     if args.threads is not None and args.threads < 0:
         raise UserError(f"--threads {args.threads}: give 0 (the framework's default) or more")
-    limits_of(args)
+    task = task_of(args)
+    limits_of(args, task.metric.name)
     options.shape_fields(args)
-    validate_inputs(args.dataset_path, args.calibration_list, None)
+    # another task's dataset (a detector's COCO or YOLO folder) is its task's to read
+    image_folder = task.name == "classification"
+    validate_inputs(args.dataset_path if image_folder else None, args.calibration_list, None)
     check_output_writable(args.output)
     return str(args.model or file_model_name(args.model_path) or DEFAULT_MODEL)
 
@@ -277,9 +292,11 @@ def main(args: argparse.Namespace) -> int:
     commands = {item.candidate.key: reproduce(item.candidate, args, model,
                                               [run.run_dir for run in item.runs if run.valid])
                 for item in shown}
+    task = task_of(args)
     record = answer.build_record(outcome, model=model, scenario=args.scenario,
                                  commands=commands, config=settings_of(args), started=started,
-                                 min_runs=config.min_runs)
+                                 min_runs=config.min_runs,
+                                 task=task_section(task.metric, task.name))
     record = answer.write(folder, record)
     answer.show(console, record)
     console.print(f"written to {escape(str(folder))}: recommendation.json, evidence.json"

@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quantmark.diagnosis import hooks, layer_times
+from quantmark.diagnosis import hooks, layer_times, postprocess_times
 from quantmark.diagnosis.layer_times import canonical_graph
-from quantmark.diagnosis.steps import build, open_data
+from quantmark.diagnosis.postprocess_times import Step
+from quantmark.diagnosis.steps import build, open_data, resolve
 from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
-from quantmark.models.workload import resolve_spec
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.layers import Recipe
 from quantmark.sut.profiling import Profile
@@ -89,10 +89,22 @@ def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any, calibrat
     """One SUT's profile (called ``label``), or why there is none (its framework has no
     profiler here). The SUT is built as a run builds it (no diagnose module needed); with a
     ``recipe`` (layers kept in float), by its framework's diagnose module as diagnose does."""
+    found, why, _ = profile_with_postprocess(config, name, spec, data, calibration, label,
+                                             recipe)
+    return found, why
+
+
+def profile_with_postprocess(config: ProfileConfig, name: str, spec: Any, data: Any,
+                             calibration: Any, label: str | None = None,
+                             recipe: Recipe | None = None,
+                             ) -> tuple[Profile | None, str | None, list[Step]]:
+    """``profile_one``'s answer, and the task's postprocessing (a detector's NMS: part of the
+    SUT's timed work, which no profiler sees) timed on the same SUT's outputs for the same
+    batch; no steps for a classifier."""
     info = require_available(name)
     module = hooks.profiler(info)
     if module is None:
-        return None, f"{info.framework} ({name}) has no per-layer profiler in quantmark yet"
+        return None, f"{info.framework} ({name}) has no per-layer profiler in quantmark yet", []
     if recipe is not None and recipe.key():
         backend, _ = build(config, name, spec, calibration, recipe)
     else:
@@ -103,12 +115,15 @@ def profile_one(config: ProfileConfig, name: str, spec: Any, data: Any, calibrat
     try:
         samples = data.batch(backend.layout, 0, config.batch_size)
         found = module.profile(backend, samples, config.iterations, config.warmup)
+        steps = postprocess_times.time_respond(
+            data.task.respond(spec) if data.task is not None else None, backend, samples,
+            config.iterations, config.warmup)
     except SutError as exc:  # the framework's profiler or tool is missing here
-        return None, str(exc)
+        return None, str(exc), []
     finally:
         backend.close()
     found.sut = label or name
-    return found, None
+    return found, None, steps
 
 
 def _reference_spec(config: ProfileConfig, spec: Any) -> tuple[ProfileConfig, Any]:
@@ -119,8 +134,7 @@ def _reference_spec(config: ProfileConfig, spec: Any) -> tuple[ProfileConfig, An
     if not Path(config.against_model_path).exists():
         raise UserError(f"--against-model-path {config.against_model_path} not found; pass "
                         "an existing model file")
-    ref_config = replace(config, model_path=config.against_model_path)
-    ref_spec = resolve_spec(ref_config)
+    ref_spec, ref_config, _ = resolve(replace(config, model_path=config.against_model_path))
     shape = ("channels", "input_size", "input_width", "num_classes", "input_dtype")
     if any(getattr(ref_spec, k) != getattr(spec, k) for k in shape):
         raise UserError(f"--against-model-path {config.against_model_path} takes or scores "
@@ -132,28 +146,38 @@ def _reference_spec(config: ProfileConfig, spec: Any) -> tuple[ProfileConfig, An
 def run(config: ProfileConfig) -> dict[str, Any]:
     """Profile the SUT and its references; return the record (written by the caller)."""
     names = references(config)
-    spec = resolve_spec(config)
+    spec, config, task = resolve(config)
     ref_config, ref_spec = _reference_spec(config, spec)
     data, calibration = open_data(config, spec)
     if len(data.labels) < config.batch_size:
         raise UserError(f"--batch-size {config.batch_size} is more than the dataset's "
                         f"{len(data.labels)} samples; pass a smaller batch")
     graph, onnx_model = canonical_graph(config, spec)
-    test, why = profile_one(config, config.sut, spec, data, calibration)
-    found = {config.sut: (test, why)}
+    *test, steps = profile_with_postprocess(config, config.sut, spec, data, calibration)
+    found, post = {config.sut: tuple(test)}, {config.sut: steps}
     for name, label in zip(names, labels(config, names), strict=True):
-        found[label] = profile_one(ref_config, name, ref_spec, data, calibration, label)
-    return record(config, spec.name, found, graph, onnx_model)
+        *side, post[label] = profile_with_postprocess(ref_config, name, ref_spec, data,
+                                                      calibration, label)
+        found[label] = tuple(side)
+    result = record(config, spec.name, found, graph, onnx_model, post)
+    result["task"] = task.describe(spec)
+    return result
 
 
-def _side(profile: Profile) -> dict[str, Any]:
-    return {**asdict(profile), "shares": layer_times.shares(profile),
+def _side(profile: Profile, steps: list[Step] | None = None) -> dict[str, Any]:
+    side = {**asdict(profile), "shares": layer_times.shares(profile),
             "sum_check": layer_times.sum_check(profile)}
+    if steps:
+        side["postprocess"] = postprocess_times.record(steps, profile.end_to_end_ms)
+    return side
 
 
 def record(config: ProfileConfig, model: str, found: dict[str, tuple[Profile | None, str | None]],
-           graph: list[layer_times.GraphNode] | None, onnx_model: str) -> dict[str, Any]:
-    """The profile record of the test (``found``'s first) and its references (the rest)."""
+           graph: list[layer_times.GraphNode] | None, onnx_model: str,
+           post: dict[str, list[Step]] | None = None) -> dict[str, Any]:
+    """The profile record of the test (``found``'s first) and its references (the rest);
+    ``post``: each SUT's postprocessing steps, rows after the layers."""
+    post = post or {}
     (sut, (test, _)), *refs = found.items()
     reference = refs[0][1][0]
     result: dict[str, Any] = {
@@ -164,12 +188,14 @@ def record(config: ProfileConfig, model: str, found: dict[str, tuple[Profile | N
         "onnx_model": onnx_model if graph is not None else "",
         "vocabulary": ("canonical ONNX layers" if graph is not None else onnx_model),
         "unsupported": {label: why for label, (_, why) in found.items() if why},
-        "others": {label: _side(p) for label, (p, _) in refs[1:] if p is not None}}
-    for key, side in (("test", test), ("reference", reference)):
+        "others": {label: _side(p, post.get(label)) for label, (p, _) in refs[1:]
+                   if p is not None}}
+    for key, label, side in (("test", sut, test), ("reference", refs[0][0], reference)):
         if side is not None:
-            result[key] = _side(side)
+            result[key] = _side(side, post.get(label))
     if test is not None and reference is not None:
-        rows = layer_times.compare(test, reference, graph)
+        rows = layer_times.compare(test, reference, graph) + postprocess_times.rows(
+            post.get(sut, []), post.get(refs[0][0], []))
         result["layers"] = [row_record(row) for row in rows]
         result["slower"] = [row_record(row) for row in layer_times.slower(rows, config.worst)]
     profiled = [p for _, (p, _) in refs if p is not None]

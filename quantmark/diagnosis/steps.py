@@ -11,16 +11,23 @@ trade-off (``recovery``), and write it all like a run (``output``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from quantmark.diagnosis import hooks, layer_errors, layer_times, recovery, recovery_cost
+from quantmark.diagnosis import (
+    hooks,
+    layer_errors,
+    layer_times,
+    output_quality,
+    recovery,
+    recovery_cost,
+)
 from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
-from quantmark.models.workload import open_run_dataset, resolve_spec
+from quantmark.ground.metric import TOP1
 from quantmark.qsl.cache import cached_images
 from quantmark.qsl.calibration_sets import CalibrationProvider
 from quantmark.qsl.groups import read_groups
@@ -28,6 +35,8 @@ from quantmark.qsl.preprocess import normalise, recipe_for
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.layers import Recipe
 from quantmark.sut.registry import fp32_baseline, load_factory, require_available
+from quantmark.tasks.catalog import task_for
+from quantmark.tasks.contract import Task
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +71,10 @@ class Data:
 
     spec: Any
     images: np.ndarray  # uint8 NHWC crops, evaluation order
-    labels: np.ndarray
+    labels: np.ndarray  # a classifier's classes; a detector's rows (its count is what counts)
     groups: np.ndarray | None  # source image of each sample (the built-in set), for intervals
+    task: Task | None = None  # how the model's output is scored (None: classification's)
+    dataset: Any = None  # the task's dataset (a detector's ground truth and image sizes)
     _layouts: dict[str, Any] = field(default_factory=dict)
 
     def batch(self, layout: str, start: int, stop: int) -> np.ndarray:
@@ -72,14 +83,25 @@ class Data:
 
 
 def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
-    dataset = open_run_dataset(config, spec)
+    """The evaluation samples and the calibration, opened by the run's task, so a detector
+    reads its detection dataset (and calibrates on its own list) as a run does."""
+    task = task_for(config)
+    dataset = task.open_dataset(config, spec)
     images = cached_images(dataset, recipe_for(spec, "NHWC"))
     rows = np.asarray(dataset.cache_rows)
     named = read_groups(dataset.root)  # the source photo of each crop, where the data says
     groups = (np.asarray([named.get(rel, rel) for rel, _ in dataset.items])
               if named is not None else None)
-    data = Data(spec, images[rows], dataset.labels, groups)
-    return data, CalibrationProvider(dataset, spec, config.calibration_list)
+    data = Data(spec, images[rows], dataset.labels, groups, task, dataset)
+    return data, CalibrationProvider(dataset, spec, task.calibration_list(config, dataset))
+
+
+def resolve(config: Any) -> tuple[Any, Any, Task]:
+    """The run's spec as its task resolves it, and the config with the model file the SUTs
+    load (a built-in detector's exported ONNX; a classifier's ``--model-path`` as given)."""
+    task = task_for(config)
+    spec = task.resolve_spec(config)
+    return spec, replace(config, model_path=task.model_file(config)), task
 
 
 def build(config: DiagnoseConfig, name: str, spec: Any, calibration: Any,
@@ -111,7 +133,10 @@ def reference_name(config: DiagnoseConfig) -> str:
     return baseline
 
 
-def check(config: DiagnoseConfig, reference: str, count: int) -> None:
+def check(config: DiagnoseConfig, reference: str, count: int, task: Task | None = None
+          ) -> None:
+    if task is not None and config.recover and task.metric != TOP1:
+        raise UserError(f"--recover: recovery is judged in top-1; not yet for {task.name}")
     if reference == config.sut and not config.damage:
         raise UserError(f"diagnose {config.sut} against itself: pass --against another SUT")
     if config.samples < 1 or config.chunk < 1 or config.worst < 1 or config.recover < 0:
@@ -161,10 +186,10 @@ def _capture_facts(capture: Any) -> dict[str, Any]:
 
 def run(config: DiagnoseConfig) -> dict[str, Any]:
     """Diagnose, optionally recover, and return the results record (written by the caller)."""
-    spec = resolve_spec(config)
+    spec, config, task = resolve(config)
     reference = reference_name(config)
     data, calibration = open_data(config, spec)
-    check(config, reference, len(data.labels))
+    check(config, reference, len(data.labels), task)
     damage = Recipe(damage=config.damage)
     test = build(config, config.sut, spec, calibration, damage)
     ref = build(config, reference, spec, calibration)
@@ -186,7 +211,11 @@ def run(config: DiagnoseConfig) -> dict[str, Any]:
         "worst": [pair.name for pair in layer_errors.worst(pairs, config.worst)],
         "exclusion": getattr(test[1], "EXCLUSION", ""),
         "describe": {"test": test[0].describe(), "reference": ref[0].describe()},
+        "task": task.describe(spec),
     }
+    if task.metric != TOP1:  # a detector: the final output's error and both SUTs' mAP
+        record["quality"] = output_quality.detection_quality(
+            task, spec, data, test[0], ref[0], record["samples"], config.batch_size)
     if config.recover:
         try:
             record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs)

@@ -188,6 +188,9 @@ class JobRecord(Record):
     software: dict[str, Any] = field(default_factory=dict)
     times: dict[str, Any] = field(default_factory=dict)
     figure: str | None = None  # the figure's file name beside the record
+    # the task (quantmark.tasks) as a run's results.json names it: name, metric ...; None in
+    # records written before tasks, which were all classification
+    task: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

@@ -71,7 +71,7 @@ def _accuracy(evidence: Evidence) -> dict[str, Any] | None:
     change, low, high = (_finite(found.change_points), _finite(found.low), _finite(found.high))
     text = (f"{change:+.2f} [{low:+.2f}, {high:+.2f}]" if None not in (change, low, high)
             else "-")
-    return {"top1": _finite(found.top1), "change_points": change, "low": low, "high": high,
+    return {found.metric: _finite(found.figure), "change_points": change, "low": low, "high": high,
             "reference": found.reference, "model_size_mb": _finite(found.model_size_mb),
             "seconds": found.seconds, "why": found.why, "text": text}
 
@@ -124,8 +124,12 @@ def _excluded(outcome: Outcome) -> list[dict[str, Any]]:
 
 def build_record(outcome: Outcome, *, model: str, scenario: str,
                  commands: dict[str, dict[str, str | None]], config: dict[str, Any],
-                 started: float, min_runs: int = 3) -> RecommendationRecord:
-    """The ``recommendation`` record of ``outcome`` (its figure named once drawn)."""
+                 started: float, min_runs: int = 3,
+                 task: dict[str, Any] | None = None) -> RecommendationRecord:
+    """The ``recommendation`` record of ``outcome`` (its figure named once drawn); ``task``:
+    the model's task as a run's results.json names it (name, metric), so the report labels
+    the accuracy change and the limit in its metric (kept in ``extra`` until the record kind
+    has the field)."""
     evidence = outcome.evidence or ([outcome.recommended] if outcome.recommended else [])
     spread = pool(evidence, outcome.objective)
     summaries = [summarize(item, outcome.objective, min_runs, spread) for item in evidence]
@@ -142,7 +146,8 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
         search={"rounds": outcome.rounds, "spent_s": outcome.spent_s,
                 "budget_s": outcome.budget_s, "notes": list(outcome.notes)},
         config=config, machine=fingerprint.machine(),
-        times={"started_at": started, "ended_at": time.time()})
+        times={"started_at": started, "ended_at": time.time()},
+        extra={"task": task} if task else {})
 
 
 def plotted(record: dict[str, Any]) -> dict[str, Any]:

@@ -86,7 +86,7 @@ class Candidate:
 class Limits:
     """The user's limits (None: no limit)."""
 
-    max_accuracy_drop: float | None = None  # points of top-1 against the best FP32
+    max_accuracy_drop: float | None = None  # points of the task's metric against the best FP32
     latency_ms: float | None = None  # the scenario's latency percentile (p90 SingleStream)
     min_throughput: float | None = None  # samples/s
     max_memory_mb: float | None = None  # peak RSS of the run
@@ -129,9 +129,11 @@ class Measurement:
 
 @dataclass(frozen=True)
 class AccuracyResult:
-    """One artifact's accuracy against the best FP32, with its paired interval."""
+    """One artifact's accuracy against the best FP32, with its paired interval, in its task's
+    metric (``metric``: its key, ``top1`` or ``map``; the figure keeps the field name ``top1``
+    it had before tasks, so journals and callers of then still read)."""
 
-    top1: float
+    top1: float  # the figure in ``metric`` (a detector's mAP)
     change_points: float  # against the reference FP32 (negative: a drop)
     low: float
     high: float
@@ -139,6 +141,12 @@ class AccuracyResult:
     model_size_mb: float | None = None
     seconds: float = 0.0
     why: str = ""  # a failed accuracy run's one line (then the numbers are NaN)
+    metric: str = "top1"  # the key of the task's metric (a journal of before tasks: top-1)
+
+    @property
+    def figure(self) -> float:
+        """The artifact's figure in its task's metric."""
+        return self.top1
 
     def to_dict(self) -> dict[str, Any]:
         """NaN (a failed run) is written as null: JSON has no NaN."""

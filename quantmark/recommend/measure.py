@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from quantmark.ground.metric import TOP1, Metric
 from quantmark.ground.records import RunRecord
 from quantmark.recommend.candidates import (
     ARTIFACT_OPTIONS,
@@ -49,10 +50,11 @@ class AccuracyRun:
     """One accuracy run's folder and figures, or why it has none."""
 
     run_dir: str = ""
-    top1: float = math.nan
+    figure: float = math.nan  # in ``metric``, the task's (its record names it)
     size_mb: float | None = None
     builtin: bool = False  # the built-in dataset (pairs by source image)
     why: str = ""
+    metric: Metric = TOP1
 
 
 def one_line(text: str) -> str:
@@ -76,8 +78,8 @@ class LoadGenMeasurer:
     (``num_classes``, ``preprocess``, ``labels``, ``calibration_list``, ``user_conf``,
     ``workers``);
     ``references`` the FP32 SUTs the accuracy change is measured against
-    (default: every framework's FP32 that runs here, CPU and GPU; the best top-1 is the
-    reference)."""
+    (default: every framework's FP32 that runs here, CPU and GPU; the best in the task's
+    metric is the reference)."""
 
     def __init__(self, scenario: str, model: str, output: str | Path, *,
                  model_path: str | None = None, dataset_path: str | None = None,
@@ -121,9 +123,9 @@ class LoadGenMeasurer:
 
     # ------------------------------------------------------------------ accuracy
     def accuracy(self, candidate: Candidate) -> AccuracyResult:
-        """The artifact's top-1, its paired change against the best FP32 here (with its
-        interval) and its size on disk; run once per artifact, then from the cache (its
-        ``seconds``: what this call spent, the reference's runs included)."""
+        """The artifact's figure in its task's metric, its paired change against the best
+        FP32 here (with its interval) and its size on disk; run once per artifact, then from
+        the cache (its ``seconds``: what this call spent, the reference's runs included)."""
         key = accuracy_key(candidate)
         if key in self._accuracy:  # nothing spent this time
             return replace(self._accuracy[key], seconds=0.0)
@@ -159,24 +161,25 @@ class LoadGenMeasurer:
         if reference is None:
             return replace(failed_accuracy("no FP32 reference ran here: "
                                            + self._reference_why(), "", own.size_mb),
-                           top1=own.top1)
+                           top1=own.figure, metric=own.metric.key)
         name, base = reference
         change = paired_change(base.run_dir, own.run_dir, by_source_image=own.builtin)
         if change is None:
             return replace(failed_accuracy(f"no sample in common with {name}'s accuracy run "
                                            "(another dataset?)", name, own.size_mb),
-                           top1=own.top1)
-        return AccuracyResult(own.top1, change.delta_points, change.low, change.high, name,
-                              own.size_mb)
+                           top1=own.figure, metric=own.metric.key)
+        return AccuracyResult(own.figure, change.delta_points, change.low, change.high, name,
+                              own.size_mb, metric=own.metric.key)
 
     def reference(self) -> tuple[str, AccuracyRun] | None:
-        """(SUT, its accuracy run) of the FP32 with the best top-1, each FP32 run once; None
-        when none ran."""
+        """(SUT, its accuracy run) of the FP32 best in the task's metric, each FP32 run once;
+        None when none ran."""
         if self._reference is None:
             done = [(name, self._accuracy_run(name, ())) for name in self.reference_suts()]
             ok = [(name, run) for name, run in done if not run.why]
-            if ok:  # the first of equal top-1s: the registry's order
-                self._reference = max(ok, key=lambda item: item[1].top1)
+            if ok:  # the first of equal figures: the registry's order
+                sign = 1.0 if ok[0][1].metric.higher_is_better else -1.0
+                self._reference = max(ok, key=lambda item: sign * item[1].figure)
         return self._reference
 
     def _reference_why(self) -> str:
@@ -280,17 +283,22 @@ def measurement_of(entry: dict[str, Any], root: Path, scenario: str,
 
 
 def accuracy_of(entry: dict[str, Any], root: Path) -> AccuracyRun:
-    """A sweep manifest entry of an accuracy run as its folder, top-1 and size."""
+    """A sweep manifest entry of an accuracy run as its folder, its figure in the metric its
+    record's task names (top-1 for a record of before tasks) and its size."""
+    from quantmark.report.quality import figure, metric_of
+
     if entry.get("status") != "ok" or not entry.get("run_dir"):
         return AccuracyRun(why=entry_why(entry))
     run_dir = root / entry["run_dir"]
     record = read_record(run_dir)
-    top1 = (record.accuracy or {}).get("top1") if record else None
-    if record is None or top1 is None:
-        return AccuracyRun(str(run_dir), why=f"no top-1 in {run_dir}/results.json")
+    metric = metric_of(record) if record else TOP1
+    found = figure(record.accuracy, metric) if record else None
+    if record is None or found is None:
+        return AccuracyRun(str(run_dir), why=f"no {metric.name} in {run_dir}/results.json",
+                           metric=metric)
     size = record.model.get("size_bytes")
-    return AccuracyRun(str(run_dir), float(top1), size / MIB if size else None,
-                       bool(record.dataset.get("builtin")))
+    return AccuracyRun(str(run_dir), float(found), size / MIB if size else None,
+                       bool(record.dataset.get("builtin")), metric=metric)
 
 
 def vendor_command(run_dir: str | Path) -> str | None:

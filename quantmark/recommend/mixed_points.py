@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 #: evaluation samples the diagnosis captures layer by layer: the ranking needs few (``run.py
 #: diagnose`` captures 32 by default); every one costs two models' inference of all layers
 DIAGNOSIS_SAMPLES = 64
+#: a failed diagnosis' one line is cut to this many characters
+WHY_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,13 @@ class DiagnosisRanker:
         started = time.monotonic()
         try:
             layers = ranked_layers(self.diagnose_config(candidate), count)
-        except Exception as exc:  # noqa: BLE001 - a framework's fault ends no search
-            log.warning("%s: no mixed-precision points: %s", candidate.sut, exc)
-            return Ranking((), time.monotonic() - started, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a framework's fault (or a task the
+            # diagnosis cannot run on yet) ends no search: one line, and it goes on
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            why = f"{type(exc).__name__}: {lines[-1] if lines else 'failed'}"[:WHY_CHARS]
+            log.warning("%s: no mixed-precision points: run.py diagnose cannot rank its layers "
+                        "(%s)", candidate.sut, why)
+            return Ranking((), time.monotonic() - started, why)
         return Ranking(layers, time.monotonic() - started)
 
     def diagnose_config(self, candidate: Candidate) -> Any:
@@ -100,7 +106,13 @@ def ranked_layers(config: Any, count: int) -> tuple[str, ...]:
     from quantmark.diagnosis import steps
     from quantmark.models.workload import resolve_spec
 
-    spec = resolve_spec(config)
+    # the run's task resolves the spec and the model file (a built-in detector's exported
+    # ONNX) where the diagnosis knows tasks; a classifier's spec as before otherwise
+    resolve = getattr(steps, "resolve", None)
+    if resolve is not None:
+        spec, config, _ = resolve(config)
+    else:
+        spec = resolve_spec(config)
     reference = steps.reference_name(config)
     data, calibration = steps.open_data(config, spec)
     steps.check(config, reference, len(data.labels))
@@ -178,6 +190,14 @@ def measuring(measurer: Any) -> Any:
 #: measurer -> {SUT: its ranking}: each SUT is diagnosed once per search, also when its
 #: diagnosis found no point (it would find none again)
 _RANKED: weakref.WeakKeyDictionary[Any, dict[str, Ranking]] = weakref.WeakKeyDictionary()
+
+
+def notes(measurer: Any) -> list[str]:
+    """One line per SUT whose layers the diagnosis could not rank in this search (a
+    framework's fault, or a task ``run.py diagnose`` cannot run on yet): the answer says so."""
+    return [f"{sut}: no mixed-precision points: run.py diagnose cannot rank its layers "
+            f"({ranking.why})" for sut, ranking in _RANKED.get(measurer, {}).items()
+            if ranking.why]
 
 
 def mixed_points(evidence: Sequence[Evidence], measurer: Any, config: SearchConfig,

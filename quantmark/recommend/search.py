@@ -75,7 +75,8 @@ def search(candidates: Sequence[Candidate], measurer: Measurer, config: SearchCo
             break
     outcome = judging.verdict(race.evidence, config, out_of_budget)
     outcome.rounds, outcome.spent_s = race.last_round, race.spent_s
-    outcome.notes = search_notes.notes(race, out_of_budget, outcome)
+    outcome.notes = [*search_notes.notes(race, out_of_budget, outcome),
+                     *mixed_points.notes(measurer)]
     return outcome
 
 

@@ -16,7 +16,9 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from itertools import groupby
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import matplotlib
@@ -30,6 +32,9 @@ from quantmark.store.changes import changes_text  # noqa: E402
 from quantmark.store.points import Point, SeriesKey  # noqa: E402
 from quantmark.store.regress_baseline import instant  # noqa: E402
 from quantmark.store.verdicts import ORDER, UNITS, Verdict, by_series  # noqa: E402
+
+if TYPE_CHECKING:  # its module imports SQLAlchemy: only where the store is opened
+    from quantmark.store.quality_jobs import QualityPoint
 
 FILENAME = "dashboard.html"
 JOBS_LISTED = 10  # the most recent jobs of a series listed with their links
@@ -157,8 +162,31 @@ def _order(grouped: dict[SeriesKey, list[Point]],
                                           else len(ORDER), k))
 
 
-def to_html(points: Sequence[Point], verdicts: Sequence[Verdict], folder: Path) -> str:
-    """The page; ``folder`` is where it will sit (links are relative to it)."""
+def quality_html(qualities: Sequence[QualityPoint]) -> str:
+    """The accuracy runs, one table per (model, SUT, metric), each headed by its metric's
+    name (a detector's mAP, a classifier's top-1: never one column)."""
+    if not qualities:
+        return ""
+    parts = ["<h2>Accuracy</h2><p>Each accuracy run's figure in its task's metric.</p>"]
+    for (model, sut, _), group in groupby(qualities, key=lambda q: q.series):
+        rows = list(group)
+        metric = rows[0].metric
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (
+                q.when, "-" if q.value is None else f"{q.value:.2f}", q.version, q.machine))
+            + "</tr>" for q in reversed(rows[-JOBS_LISTED:]))
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in (
+            "when", f"{metric.name} {metric.unit}".rstrip(), "quantmark", "machine"))
+        title = f"{model or '(model not recorded)'} {sut} ({metric.name})"
+        parts.append(f"<h3>{html.escape(title)}</h3>"
+                     f"<div class='wrap'><table><tr>{head}</tr>{body}</table></div>")
+    return "\n".join(parts)
+
+
+def to_html(points: Sequence[Point], verdicts: Sequence[Verdict], folder: Path,
+            qualities: Sequence[QualityPoint] = ()) -> str:
+    """The page; ``folder`` is where it will sit (links are relative to it); ``qualities``:
+    the accuracy runs, shown after the trends."""
     grouped, judged = by_series(points), {v.series: v for v in verdicts}
     order = _order(grouped, judged)
     counts = {o: sum(v.outcome == o for v in verdicts) for o in ORDER}
@@ -177,18 +205,18 @@ def to_html(points: Sequence[Point], verdicts: Sequence[Verdict], folder: Path) 
              "<p>Each job's figure with its interval; red: the newest job; orange crosses: "
              "disturbed jobs; hollow: no VALID run; dashed: the baseline.</p>"]
     parts += [_section(grouped[k], judged.get(k), folder) for k in order]
-    parts.append("</body></html>")
+    parts += [quality_html(qualities), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
 def write_dashboard(points: Sequence[Point], verdicts: Sequence[Verdict],
-                    path: str | os.PathLike) -> Path:
+                    path: str | os.PathLike, qualities: Sequence[QualityPoint] = ()) -> Path:
     """Write the dashboard atomically: ``path`` is the HTML file, or a folder to hold
     ``dashboard.html``. Returns the file written."""
     target = Path(path)
     if target.suffix.lower() not in (".html", ".htm"):
         target = target / FILENAME
-    atomic_write_text(target, to_html(points, verdicts, target.parent))
+    atomic_write_text(target, to_html(points, verdicts, target.parent, qualities))
     return target
 
 
@@ -202,8 +230,9 @@ def write_store_dashboard(url: str | None, output: str | os.PathLike,
 
     with open_store(url) as store:
         points = store.points()
-    if not points:
+        qualities = store.quality_points()
+    if not points and not qualities:
         raise UserError(f"the results store {url or '(default)'} holds no results; record runs "
                         "(python run.py) or load folders (run.py store import DIR) first")
-    verdicts = regress(points, fdr=fdr)
-    return write_dashboard(points, verdicts, output), verdicts
+    verdicts = regress(points, fdr=fdr) if points else []
+    return write_dashboard(points, verdicts, output, qualities), verdicts

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from quantmark.ground.fingerprint import system_name
+from quantmark.ground.metric import Metric
 from quantmark.ground.records import (
     SWEEP_MANIFEST,
     DiagnosisRecord,
@@ -121,7 +122,7 @@ def _add_run(facts: JobFacts, record: RunRecord, cell: str | None) -> None:
     facts.repeat_index = record.repeat_index
     if config.get("mode") == "accuracy":
         facts.kind = "accuracy"
-        facts.detail = {"top1": (record.accuracy or {}).get("top1")}
+        facts.detail = accuracy_detail(record)
         return
     if config.get("audit"):
         facts.kind = "audit"
@@ -141,6 +142,23 @@ def _add_run(facts: JobFacts, record: RunRecord, cell: str | None) -> None:
         facts.series = SeriesKey(model, sut, scenario, metric)
         facts.value = objective(summary, scenario)
     facts.left_out = left_out(record)
+
+
+def accuracy_detail(record: RunRecord) -> dict[str, Any]:
+    """An accuracy run's figure under its task's metric key, as its record names it. A record
+    of before tasks keeps the one field it always had (``top1``); one naming its task adds the
+    metric (key, name, unit, direction), the model, SUT and scenario, so history shows it by
+    name and never puts a detector's mAP beside a classifier's top-1."""
+    task = record.task if isinstance(record.task, dict) else None
+    metric = Metric.from_record(task.get("metric") if task else None)
+    detail: dict[str, Any] = {metric.key: (record.accuracy or {}).get(metric.key)}
+    if task:
+        config = record.config
+        detail.update(metric=metric.to_record(), task=str(task.get("name") or ""),
+                      model=str(config.get("model") or record.model.get("name") or ""),
+                      sut=str(config.get("sut") or record.sut.get("name") or ""),
+                      scenario=str(config.get("scenario") or ""))
+    return detail
 
 
 def objective(summary: dict[str, Any], scenario: str) -> float | None:

@@ -30,10 +30,12 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from quantmark.ground.errors import UserError
 from quantmark.ground.paths import cache_dir
 from quantmark.ground.version import VERSION
+from quantmark.store import quality_jobs
 from quantmark.store import store_schema as schema
 from quantmark.store.job_facts import JobFacts, dumps, read_job
 from quantmark.store.point_rows import figure_row, point_of
 from quantmark.store.points import Point
+from quantmark.store.quality_jobs import QualityPoint
 from quantmark.store.record_walk import record_files
 from quantmark.store.store_settings import (
     DEFAULT_FILE,
@@ -309,6 +311,20 @@ class Store:
             raise self._failed(exc) from None
         return [point_of(row, facts.get(row["job_id"], []), labels.get(row["job_id"], []))
                 for row in rows]
+
+    def quality_points(self, model: str | None = None, sut: str | None = None,
+                       scenario: str | None = None, machine: str | None = None,
+                       version: str | None = None, since: Any = None, until: Any = None,
+                       tag: str | None = None) -> list[QualityPoint]:
+        """Every accuracy run that matches ``points``' filters, in its task's metric."""
+        query = quality_jobs.accuracy_query(machine, version, epoch(since),
+                                            epoch(until, end=True), tag)
+        try:
+            with self._reading() as connection:
+                rows = connection.execute(query).mappings().all()
+        except DBAPIError as exc:
+            raise self._failed(exc) from None
+        return quality_jobs.matching(rows, model, sut, scenario)
 
     def count(self, **filters: Any) -> int:
         """How many figures ``points(**filters)`` would return."""

@@ -55,7 +55,9 @@ jobs = Table(
     Column("recorded_at", Float, nullable=False),
     Column("version", String(64), nullable=False),  # quantmark's, that measured it
     Column("machine", String(255), nullable=False),  # its fleet node name, else host name
-    Column("detail", Text, nullable=False),  # JSON: what only this kind has (a top-1, a cell)
+    # JSON: what only this kind has (a cell; an accuracy run's figure under its metric's key,
+    # with the metric, model and SUT where its record names its task: job_facts)
+    Column("detail", Text, nullable=False),
     Index("jobs_started_at", "started_at"),
 )
 

@@ -64,6 +64,24 @@ def executed_precisions(model_path: str, sample: np.ndarray, extras: dict[str, A
     return found
 
 
+#: element types of a layer's value that quantization can disturb
+FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                         onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE})
+
+
+def float_layers(proto: onnx.ModelProto, layers: list[Any]) -> list[Any]:
+    """The layers whose value is floating point: a detector's head computes anchor grids and
+    shapes in integers (an int64 Add), which are no precision's to lose and which a float graph
+    output cannot carry. A tensor shape inference cannot type is kept."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto).graph
+    except Exception:  # noqa: BLE001 - inference is a filter only: keep every layer
+        return layers
+    types = {value.name: value.type.tensor_type.elem_type
+             for value in (*inferred.value_info, *inferred.output, *inferred.input)}
+    return [layer for layer in layers if types.get(layer.tensor) in (None, 0, *FLOAT_TYPES)]
+
+
 def capture(backend: Backend, samples: np.ndarray) -> LayerCapture:
     """Every layer's output for ``samples`` (float32 NCHW batch) in the model ``backend`` runs."""
     import onnxruntime as ort
@@ -73,7 +91,7 @@ def capture(backend: Backend, samples: np.ndarray) -> LayerCapture:
     path = str(backend.artifact.path)
     extras = session_extras(backend.artifact)  # the SUT's own session keywords
     proto = onnx.load(path)
-    layers = graph_layers(proto)
+    layers = float_layers(proto, graph_layers(proto))
     if not layers:
         raise UserError(f"{path} has no compute node to diagnose")
     options = ort.SessionOptions()

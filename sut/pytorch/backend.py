@@ -12,6 +12,10 @@ Every SUT proves at load what it executes, from one forward pass or from the gra
 * compile: inductor graphs with static shapes for batch 1 and the run's batch size, compiled in
   ``load()`` and compared with eager FP32. Other batch sizes are zero-padded up to a compiled
   shape (counted), so no compile ever happens during a measurement and no lock guards predict.
+
+A detector (``spec.task == "detection"``) returns its raw head ``[N, 4 + C, anchors]``; the
+built-in one is rebuilt in torch rather than read from the ONNX file the run names, torch-int8
+keeps its box decode float, and torch-int8dyn refuses it (``detection``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ import torch
 from torch import nn
 
 from quantmark.ground.errors import SutError, UserError
+from quantmark.models.detector_graph import is_detector
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.pytorch import detection as td
 from quantmark.sut.pytorch import quantize as tq
 from quantmark.sut.registry import module_sut
 
@@ -90,7 +96,7 @@ class TorchBackend(Backend):
         self.mode = mode_of(self.sut)
         self.spec = spec
         self.artifact = artifact
-        self.label_offset = int(spec.label_offset)
+        self.label_offset = 0 if is_detector(spec) else int(spec.label_offset)
         self.threads = options.threads
         self.batch_size = max(1, options.batch_size)
         self._sample = np.ascontiguousarray(sample[:1], dtype=np.float32)
@@ -158,6 +164,8 @@ class TorchBackend(Backend):
                                        if k.startswith("quantized::")},
             "executed_float_compute_ops": floating,
             "fx_modules": self.artifact.meta.get("fx_modules", {}),
+            **({"float_head": self.artifact.meta["float_head"]}
+               if "float_head" in self.artifact.meta else {}),
         }
 
     def _load_int8dyn(self, x: torch.Tensor) -> None:
@@ -280,6 +288,8 @@ class TorchBackend(Backend):
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "weights": self.artifact.weights,
             "model_file": str(self.artifact.path),
+            **({"detector": self.artifact.meta["detector"]}
+               if "detector" in self.artifact.meta else {}),
         }
         if "quantize_s" in self.artifact.times:
             info["quantize_s"] = self.artifact.times["quantize_s"]
@@ -349,14 +359,21 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Torch
     ``calibration`` is only read for torch-int8; the other SUTs probe with a seeded input.
     """
     mode = mode_of(module_sut(name, __name__))
+    note: dict[str, Any] = {}
+    if is_detector(spec):  # given its ONNX file: the built-in is rebuilt, others refused
+        options, note = td.torch_model(name, spec, options)
     _check_model_path(options.model_path)
     probe = probe_sample(name, spec)  # before any conversion: it refuses uint8 input
     fp32 = tq.fp32_weights(spec, options.model_path)
     if mode == "int8":
         data = calibration.arrays("NCHW")
         artifact = tq.quantize_static_int8(spec, fp32, data, calibration.hash())
+        artifact = tq.with_meta(artifact, detector=note) if note else artifact
         return TorchBackend(name, spec, artifact, options, data[:1])
+    fp32 = tq.with_meta(fp32, detector=note) if note else fp32
     model = tq.load_fp32_model(spec, fp32)
+    if mode == "int8dyn":
+        td.check_dynamic(name, spec, model)  # a conv-only detector: nothing to quantize
     applied = {"bf16": "torch.autocast(cpu, bfloat16) at run time",
                "int8dyn": "quantize_dynamic(nn.Linear, qint8) at load",
                "compile": "torch.compile(inductor) at load"}.get(mode)

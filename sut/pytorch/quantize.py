@@ -19,10 +19,11 @@ eager-mode quantized model. Note that torch 2.13 also deprecates ``torch.ao.quan
 the quantized tensor dtypes themselves (successor: torchao's PT2E flow); they still run here.
 
 A layer recipe (``sut.layers.Recipe``, see ``recipe``) keeps modules in FP32 (qconfig None) or
-damages weights; it joins the cache key only when it changes something.
+damages weights; it joins the cache key only when it changes something. A detector's decode
+stays float the same way (``detection``).
 
-Dynamic INT8 (``quantize_dynamic`` on ``nn.Linear``) takes milliseconds and is applied at load,
-not cached: on a CNN it quantizes only the classifier, and the SUT says so.
+Dynamic INT8 (``quantize_dynamic`` on ``nn.Linear``) takes milliseconds, applied at load, not
+cached: on a CNN it quantizes only the classifier, and the SUT says so.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from torch import nn
 from quantmark.ground.errors import SutError
 from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
+from quantmark.models.detector_graph import task_key, task_meta
 from quantmark.models.zoo import ModelSpec, build_torch_model, weights_description, weights_identity
 from quantmark.sut.layers import Recipe
+from quantmark.sut.pytorch import detection as td
 from quantmark.sut.pytorch import recipe as lr
 
 ENGINE = "x86"
@@ -93,15 +96,13 @@ def geometry(spec: ModelSpec) -> dict[str, Any]:
 
 
 def fp32_weights(spec: ModelSpec, weights_path: str | Path | None = None) -> Artifact:
-    """The FP32 state_dict every torch SUT starts from.
-
-    A user's file is used in place. Built-in weights are built once (seeded random init with
-    BN statistics, or the shipped Lite0 file) and saved in the cache, so later runs load a file
-    whose hash is on record.
-    """
+    """The FP32 state_dict every torch SUT starts from. A user's file is used in place.
+    Built-in weights are built once (seeded random init with BN statistics, trained, or the
+    shipped Lite0 file) and saved in the cache, so later runs load a file whose hash is on
+    record."""
     identity = weights_identity(spec, weights_path)  # UserError for a missing file
     base_meta = {"model": spec.name, "layout": "NCHW", "label_offset": spec.label_offset,
-                 "num_classes": spec.num_classes, "torch": torch.__version__}
+                 "num_classes": spec.num_classes, "torch": torch.__version__, **task_meta(spec)}
     if weights_path is not None:
         path = Path(weights_path)
         return Artifact(path=path, format="torch-state-dict", precision="fp32",
@@ -258,6 +259,7 @@ def static_key(spec: ModelSpec, fp32: Artifact, calibration_hash: str,
     return hash_json({"what": "torch-fx-int8", "model": spec.name, "fp32": fp32.source_hash,
                       "calibration": calibration_hash, "recipe": STATIC_RECIPE,
                       "torch": torch.__version__, **({"layers": layers} if layers else {}),
+                      **task_key(task_meta(spec)),  # a detector's: its decode kept float
                       # the FP32 artifact's key holds the class count and the input geometry,
                       # which seeded random weights (one source hash) depend on
                       "fp32_key": fp32.key})
@@ -276,10 +278,10 @@ def build_static_fx(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
     t0 = time.perf_counter()
     model, rewritten = _prepare_for_fx(model, probe)
     lr.check_names(model, recipe)
+    mapping, head = td.int8_mapping(spec, model, lr.qconfig_mapping(ENGINE, recipe))
     try:
         with quiet():
-            prepared = prepare_fx(model, lr.qconfig_mapping(ENGINE, recipe),
-                                  example_inputs=(probe,))
+            prepared = prepare_fx(model, mapping, example_inputs=(probe,))
     except Exception as exc:  # FX symbolic tracing fails in many ways on dynamic code
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise SutError(f"torch FX cannot trace {spec.name} for INT8: {cause}") from exc
@@ -294,6 +296,7 @@ def build_static_fx(spec: ModelSpec, fp32: Artifact, calibration: np.ndarray,
     damaged = lr.damage_weights(quantized, recipe)
     facts = {"same_padding_convs_rewritten": rewritten, "relu6_ranges_folded": relu6_folded,
              "calibration_s": t2 - t1, "quantize_s": time.perf_counter() - t0,
+             **td.int8_facts(spec, head, model, quantized, calibration),
              **({"layer_recipe": recipe.key(), "damaged": damaged} if recipe.key() else {})}
     return quantized, probe, facts
 

@@ -14,7 +14,7 @@ from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import Metric
 from quantmark.tasks.contract import QualityChange, Respond, Task
 
-#: the built-in detector (trained by quantmark on real digit scans, see builtin/)
+#: the built-in detector (trained by quantmark on real digit scans, see digits_detect/)
 BUILTIN_MODEL = "digits-detect"
 #: the COCO-format results (one entry per detection) an accuracy run leaves beside its log
 DETECTIONS_FILE = "detections.json"
@@ -49,7 +49,7 @@ class DetectionTask(Task):
         if config.model_path:
             return config.model_path
         from quantmark.models.workload import parse_input_size
-        from quantmark.tasks.detection.builtin.detector import builtin_detector_onnx
+        from quantmark.tasks.detection.digits_detect.detector import builtin_detector_onnx
 
         given = parse_input_size(config.input_size)
         if given and given[0] != given[1]:
@@ -90,7 +90,7 @@ class DetectionTask(Task):
                          performance_sample_count=1024, task=self.name, head=_head_of(path))
         if config.model_path:
             return spec
-        from quantmark.tasks.detection.builtin import detector
+        from quantmark.tasks.detection.digits_detect import detector
 
         return replace(spec, builder=detector.sized_builder(height), trainer=detector.__name__)
 
@@ -99,7 +99,7 @@ class DetectionTask(Task):
 
         builtin = config.dataset_path is None
         if builtin:
-            from quantmark.tasks.detection.builtin.canvases import (
+            from quantmark.tasks.detection.digits_detect.canvases import (
                 DESCRIPTION,
                 builtin_detection_root,
             )
@@ -122,7 +122,7 @@ class DetectionTask(Task):
             return config.calibration_list
         from quantmark.ground.hashing import atomic_write_text
         from quantmark.ground.paths import cache_dir
-        from quantmark.tasks.detection.builtin.canvases import TRAIN, identity_key
+        from quantmark.tasks.detection.digits_detect.canvases import TRAIN, identity_key
 
         train = sorted((dataset.root / TRAIN).glob("*.png"))[:CALIBRATION_IMAGES]
         listing = cache_dir("calibration-lists") / f"{BUILTIN_MODEL}-{identity_key()}.txt"

@@ -38,12 +38,27 @@ def test_flags_win_over_the_file_and_the_file_over_its_preset(tmp_path: Path) ->
     assert apply(get_model("resnet50"), recipe_data(str(toml), {})).resize_short == 40
 
 
+def test_a_letterbox_recipe_resolves(tmp_path: Path) -> None:
+    """resize = letterbox, from a recipe file or the --resize flag, reaches the model spec and
+    the QSL's recipe: the whole image fitted inside the input, grey bars around it."""
+    from quantmark.qsl.preprocess import recipe_for
+
+    recipe = tmp_path / "yolo.json"
+    recipe.write_text(json.dumps({"preset": "unit", "resize": "letterbox"}))
+    spec = apply(get_model("resnet50"), recipe_data(str(recipe), {}))
+    assert spec.resize_rule == "letterbox" and spec.std == (255.0,)
+    assert "letterbox to 224x224" in describe(spec)
+    assert recipe_for(spec, "NCHW").resize_rule == "letterbox"
+    flagged = apply(get_model("resnet50"), recipe_data(None, {"resize": "letterbox"}))
+    assert flagged.resize_rule == "letterbox"
+
+
 @pytest.mark.parametrize(("value", "flags", "words"), [
     ("nope", {}, "neither a preset nor a recipe file"),
     (None, {"mean": "1,2"}, "give 1 or 3 numbers"),
     (None, {"std": "0"}, "divides by zero"),
     (None, {"channel_order": "RGBA"}, "choose RGB or BGR"),
-    (None, {"resize": "crop"}, "choose short-side or stretch"),
+    (None, {"resize": "crop"}, "choose short-side or stretch or letterbox"),
     (None, {"resize_short": -5}, "positive number"),
 ])
 def test_bad_recipe_values_are_one_line(value, flags, words) -> None:

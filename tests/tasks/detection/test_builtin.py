@@ -18,7 +18,7 @@ from PIL import Image
 
 from quantmark.qsl.builtin import CONTENTS
 from quantmark.qsl.digits_split import load_split
-from quantmark.tasks.detection.builtin import canvases, detector
+from quantmark.tasks.detection.digits_detect import canvases, detector
 
 #: measured mAP@[.5:.95] 0.785 and mAP50 0.989 (pycocotools, 356 images, x86 CPU);
 #: the floors leave room for another CPU's rounding

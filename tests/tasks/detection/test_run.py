@@ -21,7 +21,7 @@ SIZE = 96
 @pytest.fixture(scope="module")
 def coco_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """60 images of the built-in set, laid out as COCO's own (ids 1, 3, ... 19)."""
-    from quantmark.tasks.detection.builtin.canvases import builtin_detection_root
+    from quantmark.tasks.detection.digits_detect.canvases import builtin_detection_root
 
     source = builtin_detection_root()
     truth = json.loads((source / "annotations" / "instances_val2017.json").read_text())

@@ -1,43 +1,48 @@
 """The built-in detector ``digits-detect``: a small anchor-free CNN that quantmark trains itself,
 once, on the built-in detection set's training canvases (``canvases``), exported as Ultralytics
-exports YOLOv8/11.
+exports YOLOv8/11. No installed package ships real YOLO weights: this one is trained at first
+use on real data (handwritten scans), not pretrained.
 
-No installed package ships real YOLO weights, so this is a small detector trained at first use
-on real data (handwritten scans), not a pretrained model. Its ONNX has one output
-``output0 [N, 4 + 10, A]``: rows 0-3 the box (cx, cy, w, h) in input pixels, rows 4.. the
-per-class sigmoid scores, A anchors over strides 8 and 16; NMS is left outside, as
-``yolo export`` leaves it, so the same post-processing scores both. Input
-``images [N, 3, 96, 96]``, RGB / 255.
-
+Its ONNX has one output ``output0 [N, 4 + 10, A]``: rows 0-3 the box (cx, cy, w, h) in input
+pixels, rows 4.. the per-class sigmoid scores, A anchors over strides 8 and 16; NMS is left
+outside, as ``yolo export`` leaves it. Input ``images [N, 3, S, S]``, RGB / 255, S = 96 as
+trained or any multiple of 16 (the anchors are rebuilt for S, not saved; one file per size).
 Only ops every converter and quantizer here handles: Conv (BatchNorm folded at export), SiLU,
 Sigmoid, Reshape, Concat, Add/Sub/Mul. Boxes are distances from each anchor point to the four
-edges, ``sigmoid * REACH * stride`` (no Exp, no DFL Softmax needed at this size).
+edges, ``sigmoid * REACH * stride``; that decode is a module of its own (``decode``), which
+INT8 quantizers keep float. Box and class logits come from separate convolutions, so each
+has its own INT8 scale: with one convolution for both, torch-int8 (decode float) lost 6.8 mAP
+points to FP32 on the evaluation canvases; the same weights split into two convolutions, 2.0.
 
 Trained deterministically (``train``): fixed seeds, one intra-op thread, deterministic
 algorithms, seeded minibatch order, a fixed number of epochs (about 70 s of one core; two
 threads were 1.8x faster on an idle machine but 17x slower beside one busy process, measured).
 Targets are assigned by centre: a box goes to the stride its size matches (both in an overlap
 band) and to the anchors inside it near its centre (the smallest box wins an anchor two boxes
-claim); class scores learn the IoU of the predicted box (BCE), boxes learn GIoU, so scores rank
-detections by how well they fit.
+claim); class scores learn the IoU of the predicted box (BCE), boxes learn GIoU.
 
 The weights' identity is the hash of ``training_recipe`` (this file's source, the recipe, the
-dataset's identity, torch's version); the ONNX file is cached under it with its sha256 in a
-sidecar that every use checks (a changed or missing file is retrained with one warning line).
+dataset's identity, torch's version); the files are cached under it with their sha256 in a
+seal that every use checks (a changed or missing file is retrained with one warning line).
+The zoo's trainer interface (``trained_identity``, ``trained_description``, ``trained_file``)
+serves the torch SUTs.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import dist_version
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_json, hash_file, hash_json
 from quantmark.ground.paths import cache_dir
@@ -47,6 +52,8 @@ from . import canvases
 if TYPE_CHECKING:  # torch is imported lazily
     import torch
     from torch import nn
+
+    from quantmark.models.zoo import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -77,46 +84,102 @@ def anchor_grid(size: int = INPUT_SIZE) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(points).astype(np.float32), np.concatenate(strides).astype(np.float32)
 
 
-def build_module(num_classes: int = NUM_CLASSES) -> nn.Module:
-    """The detector with fresh weights (seed the RNG first for repeatable ones)."""
+def check_size(size: int) -> int:
+    """``size`` if the detector runs at it: a multiple of its coarsest stride, so both anchor
+    grids tile the input (the trained weights hold no anchors: any such size loads them)."""
+    step = STRIDES[-1]
+    if isinstance(size, int) and not isinstance(size, bool) and size >= step and not size % step:
+        return size
+    low = max(step, int(size) // step * step)
+    nearest = sorted({low, low + step} if int(size) > low else {low})
+    raise UserError(f"{MODEL_NAME} takes square inputs whose side is a multiple of {step} px, "
+                    f"not {size}: use {' or '.join(map(str, nearest))}")
+
+
+def build_module(num_classes: int = NUM_CLASSES, size: int = INPUT_SIZE) -> nn.Module:
+    """The detector for ``size`` x ``size`` inputs with fresh weights (seed the RNG first for
+    repeatable ones)."""
     import torch
     from torch import nn
+
+    check_size(size)
 
     def conv(cin: int, cout: int, stride: int = 1) -> nn.Module:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
                              nn.BatchNorm2d(cout), nn.SiLU())
 
-    class DigitsDetector(nn.Module):
-        """Backbone /8 and /16, one head per stride: [N, 4 + C, A] as Ultralytics exports."""
+    class Decode(nn.Module):
+        """The head's post-processing (boxes in pixels beside 0..1 scores), a module of its own
+        so an INT8 quantizer can keep it float. Its anchors follow the input size and are not
+        saved (non-persistent): the trained state_dict loads at any size."""
 
         def __init__(self) -> None:
             super().__init__()
+            points, strides = anchor_grid(size)
+            self.register_buffer("points", torch.from_numpy(points.T.copy()),  # [2, A]
+                                 persistent=False)
+            self.register_buffer("reach", torch.from_numpy(strides * REACH)[None],  # [1, A]
+                                 persistent=False)
+
+        def corners(self, raw: torch.Tensor) -> torch.Tensor:
+            """x1, y1, x2, y2 ``[N, 4, A]`` in pixels from the logits ``[N, 4 + C, A]``."""
+            ltrb = raw[:, :4].sigmoid() * self.reach
+            return torch.cat((self.points - ltrb[:, :2], self.points + ltrb[:, 2:]), 1)
+
+        def forward(self, maps: list[torch.Tensor]) -> torch.Tensor:
+            raw = flat(maps)
+            box = self.corners(raw)
+            xywh = torch.cat(((box[:, :2] + box[:, 2:]) * 0.5, box[:, 2:] - box[:, :2]), 1)
+            return torch.cat((xywh, raw[:, 4:].sigmoid()), 1)
+
+    class DigitsDetector(nn.Module):
+        """Backbone /8 and /16, one head per stride with separate box and class prediction
+        convolutions (as Ultralytics' cv2 and cv3): [N, 4 + C, A] as Ultralytics exports."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.size = size
             self.p3 = nn.Sequential(conv(3, 16, 2), conv(16, 32, 2), conv(32, 32),
                                     conv(32, 64, 2), conv(64, 64))
             self.p4 = nn.Sequential(conv(64, 96, 2), conv(96, 96))
-            self.heads = nn.ModuleList([nn.Sequential(conv(c, c), nn.Conv2d(c, 4 + num_classes, 1))
-                                        for c in (64, 96)])
-            points, strides = anchor_grid()
-            self.register_buffer("points", torch.from_numpy(points.T.copy()))  # [2, A]
-            self.register_buffer("reach", torch.from_numpy(strides * REACH)[None])  # [1, A]
-            for head in self.heads:  # start with few confident scores (rare positives)
-                nn.init.constant_(head[-1].bias[4:], -4.0)
+            self.heads = nn.ModuleList([conv(c, c) for c in (64, 96)])
+            self.boxes = nn.ModuleList([nn.Conv2d(c, 4, 1) for c in (64, 96)])
+            self.scores = nn.ModuleList([nn.Conv2d(c, num_classes, 1) for c in (64, 96)])
+            self.decode = Decode()
+            for score in self.scores:  # start with few confident scores (rare positives)
+                nn.init.constant_(score.bias, -4.0)
+
+        def maps(self, x: torch.Tensor) -> list[torch.Tensor]:
+            """The prediction convolutions' outputs, per stride the boxes ``[N, 4, h, w]``
+            then the classes ``[N, C, h, w]``."""
+            p3 = self.p3(x)
+            f3, f4 = self.heads[0](p3), self.heads[1](self.p4(p3))
+            return [self.boxes[0](f3), self.scores[0](f3), self.boxes[1](f4), self.scores[1](f4)]
 
         def raw(self, x: torch.Tensor) -> torch.Tensor:
             """The heads' logits ``[N, 4 + C, A]`` (boxes before decoding, scores before
             the sigmoid): what training reads."""
-            p3 = self.p3(x)
-            maps = [self.heads[0](p3), self.heads[1](self.p4(p3))]
-            return torch.cat([m.flatten(2) for m in maps], 2)
+            return flat(self.maps(x))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            out = self.raw(x)
-            ltrb = out[:, :4].sigmoid() * self.reach
-            x1y1, x2y2 = self.points - ltrb[:, :2], self.points + ltrb[:, 2:]
-            xywh = torch.cat(((x1y1 + x2y2) * 0.5, x2y2 - x1y1), 1)
-            return torch.cat((xywh, out[:, 4:].sigmoid()), 1)
+            return self.decode(self.maps(x))
 
     return DigitsDetector()
+
+
+def flat(maps: list[torch.Tensor]) -> torch.Tensor:
+    """Box and class maps (``maps``' order) as one ``[N, 4 + C, A]`` in the anchors' order,
+    each flattened before any concatenation: boxes and scores first meet in the decode."""
+    import torch
+
+    rows = [m.flatten(2) for m in maps]
+    return torch.cat([torch.cat(rows[i:i + 2], 1) for i in range(0, len(rows), 2)], 2)
+
+
+def sized_builder(size: int) -> Callable[[int], nn.Module]:
+    """The zoo's ``builder(num_classes)`` for ``size`` x ``size`` inputs (untrained)."""
+    check_size(size)
+    return functools.partial(build_module, size=size)
 
 
 # ----------------------------------------------------------------------------- targets
@@ -200,8 +263,7 @@ def loss(model: nn.Module, x: torch.Tensor, classes: torch.Tensor, corners: torc
     import torch
 
     raw = model.raw(x)
-    ltrb = raw[:, :4].sigmoid() * model.reach
-    pred = torch.cat((model.points - ltrb[:, :2], model.points + ltrb[:, 2:]), 1).transpose(1, 2)
+    pred = model.decode.corners(raw).transpose(1, 2)
     positive = classes >= 0
     count = positive.sum().clamp(min=1)
     iou, giou_loss = box_loss(pred[positive], corners[positive])
@@ -282,24 +344,67 @@ def recipe_hash() -> str:
     return hash_json(training_recipe(), 16)
 
 
-def trained_identity() -> dict[str, Any]:
-    """The weights' identity for cache keys: the recipe's hash and seed."""
+def _check_spec(spec: ModelSpec | None) -> None:
+    """Refuse a spec these weights cannot serve (another class count, channels or input)."""
+    if spec is None:
+        return
+    got = (spec.num_classes, spec.channels, spec.input_dtype, spec.input_width)
+    if got != (NUM_CLASSES, 3, "float32", spec.input_size):
+        raise UserError(f"model {spec.name} is trained by quantmark for {NUM_CLASSES} classes "
+                        "and square 3-channel float32 inputs, not (classes, channels, dtype, "
+                        f"width) {got}; drop --num-classes, or pass your own --model-path")
+    check_size(spec.input_size)
+
+
+def trained_identity(spec: ModelSpec | None = None) -> dict[str, Any]:
+    """The weights' identity for cache keys (``zoo.weights_identity``): the recipe's hash and
+    seed. One for every input size: the weights hold no anchors."""
+    _check_spec(spec)
     return {"kind": "trained", "recipe": recipe_hash(), "seed": RECIPE["seed"]}
 
 
-def builtin_detector_onnx() -> Path:
-    """The trained detector as ONNX (``images`` -> ``output0 [N, 14, A]``), verified by
-    sha256; trained and exported first when absent or changed."""
-    return _trained()["onnx"]
+def trained_description(spec: ModelSpec | None = None) -> str:
+    """What the weights are, as written into results."""
+    _check_spec(spec)
+    size = INPUT_SIZE if spec is None else spec.input_size
+    return (f"trained by quantmark on the built-in digit canvases ({canvases.TRAIN_IMAGES} "
+            f"train canvases) at {INPUT_SIZE} px, seed {RECIPE['seed']} (recipe "
+            f"{recipe_hash()}), run at {size} px; evaluated on the {canvases.EVAL_IMAGES} "
+            f"held-out canvases ({canvases.EVAL_OBJECTS} scans of the held-out digits)")
 
 
-def builtin_detector_module() -> nn.Module:
-    """The trained detector as a torch module in eval mode (for torch SUTs), from the same
-    verified training as the ONNX file."""
+def trained_file(spec: ModelSpec | None = None) -> Path:
+    """The trained state_dict file, verified by sha256; trained first when absent or changed."""
+    _check_spec(spec)
+    return _trained()["state"]
+
+
+def builtin_detector_onnx(size: int | None = None) -> Path:
+    """The trained detector as ONNX at ``size`` px (None: the trained 96): ``images`` ->
+    ``output0 [N, 14, A]``, verified by sha256; trained and exported first when absent or
+    changed. Each size is its own file, sealed under the state_dict it was exported from."""
+    size = INPUT_SIZE if size is None else check_size(size)
+    files = _trained()
+    if size == INPUT_SIZE:
+        return files["onnx"]
+    seal = files["state"].with_name(f"{files['state'].stem}-{size}px.json")
+    found, problem = _verified(seal, ("onnx",))
+    if found is not None:
+        return found["onnx"]
+    if problem is not None:
+        log.warning("%s at %d px failed verification: %s; exporting it again", MODEL_NAME, size,
+                    problem)
+    data = export_bytes(builtin_detector_module(size))
+    return _seal(seal, {"size": size, "state": files["state"].name}, [("onnx", data)])["onnx"]
+
+
+def builtin_detector_module(size: int = INPUT_SIZE) -> nn.Module:
+    """The trained detector for ``size`` px inputs as a torch module in eval mode, from the
+    same verified training as the ONNX files."""
     import torch
 
     state = torch.load(_trained()["state"], map_location="cpu", weights_only=True)
-    model = build_module()
+    model = build_module(size=size)
     model.load_state_dict(state)
     return model.eval()
 
@@ -321,26 +426,32 @@ def _trained() -> dict[str, Path]:
     model = train(root)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     log.info("trained %s in %.1f s (%.1f s of CPU)", MODEL_NAME, seconds, cpu)
-    record: dict[str, Any] = {"train_seconds": round(seconds, 2),
-                              "train_cpu_seconds": round(cpu, 2), "recipe": training_recipe()}
-    for kind, data, suffix in (("state", _state_bytes(model), "pt"),
-                               ("onnx", export_bytes(model), "onnx")):
+    record = {"train_seconds": round(seconds, 2), "train_cpu_seconds": round(cpu, 2),
+              "recipe": training_recipe()}
+    return _seal(seal, record, [("state", _state_bytes(model)), ("onnx", export_bytes(model))])
+
+
+def _seal(seal: Path, record: dict[str, Any], items: list[tuple[str, bytes]]
+          ) -> dict[str, Path]:
+    """Write each (kind, bytes) beside ``seal``, named by content (a racing process writes its
+    own file, and each seal names its own), then the seal: ``record`` + each file's sha256."""
+    for kind, data in items:
         digest = hashlib.sha256(data).hexdigest()
-        # named by content: a racing process writes its own file, and each seal names its own
-        name = f"{seal.stem}-{digest[:16]}.{suffix}"
+        name = f"{seal.stem}-{digest[:16]}.{'pt' if kind == 'state' else kind}"
         atomic_write_bytes(seal.with_name(name), data)
         record[kind] = {"file": name, "sha256": digest}
     atomic_write_json(seal, record)
-    return {kind: seal.with_name(record[kind]["file"]) for kind in ("state", "onnx")}
+    return {kind: seal.with_name(record[kind]["file"]) for kind, _ in items}
 
 
-def _verified(seal: Path) -> tuple[dict[str, Path] | None, str | None]:
+def _verified(seal: Path, kinds: tuple[str, ...] = ("state", "onnx")
+              ) -> tuple[dict[str, Path] | None, str | None]:
     """(the files, None) when ``seal`` names files with their recorded sha256; else (None,
     what is wrong), or (None, None) when nothing was ever trained."""
     try:
         record = json.loads(seal.read_text())
         named = {kind: (str(record[kind]["file"]), str(record[kind]["sha256"]))
-                 for kind in ("state", "onnx")}
+                 for kind in kinds}
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -366,17 +477,25 @@ def _state_bytes(model: nn.Module) -> bytes:
 
 def export_bytes(model: nn.Module) -> bytes:
     """``model`` as ONNX bytes, opset 17, dynamic batch (TorchScript exporter: BatchNorm
-    folded into the convolutions, the plain ops listed above)."""
+    folded into the convolutions, the plain ops listed above). The output states its rows
+    and anchors, as Ultralytics' export does: the exporter leaves them symbolic, and a
+    detector's head is recognised by them."""
     import warnings
 
+    import onnx
     import torch
 
     buffer = io.BytesIO()
-    example = torch.zeros(1, 3, INPUT_SIZE, INPUT_SIZE)
+    example = torch.zeros(1, 3, model.size, model.size)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
+        stated = model(example).shape[1:]
         torch.onnx.export(model, (example,), buffer, input_names=["images"],
                           output_names=["output0"], opset_version=OPSET,
                           dynamic_axes={"images": {0: "batch"}, "output0": {0: "batch"}},
                           dynamo=False)
-    return buffer.getvalue()
+    proto = onnx.load_from_string(buffer.getvalue())
+    for dim, value in zip(proto.graph.output[0].type.tensor_type.shape.dim[1:], stated,
+                          strict=True):
+        dim.dim_value = int(value)
+    return proto.SerializeToString()
