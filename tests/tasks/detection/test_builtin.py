@@ -18,7 +18,7 @@ from PIL import Image
 
 from quantmark.qsl.builtin import CONTENTS
 from quantmark.qsl.digits_split import load_split
-from quantmark.tasks.detection.digits_detect import canvases, detector
+from quantmark.tasks.detection.digits_detect import canvases, detector, fitting
 
 #: measured mAP@[.5:.95] 0.785 and mAP50 0.989 (pycocotools, 356 images, x86 CPU);
 #: the floors leave room for another CPU's rounding
@@ -84,7 +84,7 @@ def test_every_box_has_anchors(root: Path) -> None:
     for ann in record["annotations"]:
         per_image.setdefault(ann["image_id"], []).append(ann["bbox"])
     for boxes in per_image.values():
-        owner, _ = detector.assign(np.array(boxes, np.float32))
+        owner, _ = fitting.assign(np.array(boxes, np.float32))
         assert set(owner[owner >= 0].tolist()) == set(range(len(boxes)))
 
 
@@ -172,7 +172,7 @@ def test_trained_map_on_held_out_canvases(root: Path, trained_onnx: Path) -> Non
     coco_module = pytest.importorskip("pycocotools.coco")
     from pycocotools.cocoeval import COCOeval
 
-    pixels, _, _, ids = detector.load_part(root, canvases.VAL)
+    pixels, _, _, ids = fitting.load_part(root, canvases.VAL)
     session = ort.InferenceSession(str(trained_onnx))
     batches = [session.run(None, {"images": np.ascontiguousarray(
         chunk.transpose(0, 3, 1, 2), np.float32) / 255.0})[0]
