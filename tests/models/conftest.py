@@ -23,9 +23,13 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def mobilenet_onnx(private_cache: Path) -> Artifact:
+    """Exported into this folder's private cache, whichever folder's session cache another
+    test on this worker set last (tests/sut's has the same fixture name)."""
     from quantmark.models.onnx_export import export_onnx
 
-    return export_onnx(get_model("mobilenetv2"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("QUANTMARK_CACHE", str(private_cache))
+        return export_onnx(get_model("mobilenetv2"))
 
 
 @pytest.fixture(scope="session")

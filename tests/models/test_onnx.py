@@ -52,7 +52,9 @@ def test_export_matches_torch(mobilenet_onnx: Artifact, mobilenet_torch: torch.n
     assert np.abs(got - ref).max() <= RTOL * max(1.0, np.abs(ref).max())
 
 
-def test_cache_hit(mobilenet_onnx: Artifact) -> None:
+def test_cache_hit(mobilenet_onnx: Artifact, private_cache: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUANTMARK_CACHE", str(private_cache))  # the fixture's cache
     again = export_onnx(get_model("mobilenetv2"))
     assert again.meta["cached"] is True and again.path == mobilenet_onnx.path
     assert again.times == mobilenet_onnx.times and again.key == mobilenet_onnx.key
