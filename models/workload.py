@@ -147,8 +147,10 @@ def _detector_output(proto: Any, shape: StatedShape, where: str) -> StatedShape:
                     "[N, K, 6] (x1, y1, x2, y2, score, class)")
 
 
-def _size(stated: StatedShape, given: tuple[int, int] | None, where: str) -> tuple[int, int]:
-    """The model's height and width: stated, given, or both (and then the same)."""
+def model_size(stated: StatedShape, given: tuple[int, int] | None, where: str
+               ) -> tuple[int, int]:
+    """The model's height and width: stated, given, or both (and then the same); every
+    task's model file is sized by this one rule."""
     height = stated.height or (given[0] if given else None)
     width = stated.width or (given[1] if given else None)
     if height is None or width is None:
@@ -177,7 +179,7 @@ def model_file_spec(config: Any) -> ModelSpec:
     (a built-in ``--model``) or a default convention named in every output."""
     where = f"--model-path {config.model_path}"
     stated = inspect_onnx(config.model_path, where)
-    height, width = _size(stated, parse_input_size(config.input_size), where)
+    height, width = model_size(stated, parse_input_size(config.input_size), where)
     known = MODELS.get(config.model)
     base = known or ModelSpec(name=config.model, mean=(0.0,), std=(1.0,), builder=_no_builder)
     spec = replace(_at_size(base, height, width), channels=stated.channels,

@@ -62,22 +62,13 @@ class DetectionTask(Task):
         (an [N, K, 6] head states none: --num-classes or the dataset's count), letterboxed
         0-1 RGB inputs as Ultralytics' models take them. The built-in detector also names its
         torch architecture and trainer (the torch SUTs build it from them)."""
-        from quantmark.models.workload import inspect_onnx, parse_input_size
+        from quantmark.models.workload import inspect_onnx, model_size, parse_input_size
         from quantmark.models.zoo import ModelSpec
 
         path = self.model_file(config)
         where = f"--model-path {path}" if config.model_path else f"model {config.model}"
         stated = inspect_onnx(path, where, self.name)
-        given = parse_input_size(config.input_size)
-        height = stated.height or (given[0] if given else None)
-        width = stated.width or (given[1] if given else None)
-        if height is None or width is None:
-            raise UserError(f"{where} has a dynamic input size; give it with --input-size HxW "
-                            "(the size it was exported at, e.g. 640)")
-        if given and (height, width) != given:
-            raise UserError(f"{where} takes {height}x{width} images, not --input-size "
-                            f"{given[0]}x{given[1]}; drop --input-size or export the detector "
-                            "at that size")
+        height, width = model_size(stated, parse_input_size(config.input_size), where)
         classes = stated.classes or config.num_classes
         if config.num_classes and stated.classes and config.num_classes != stated.classes:
             raise UserError(f"{where} scores {stated.classes} classes, not --num-classes "
