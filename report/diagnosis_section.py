@@ -223,7 +223,7 @@ def quality_lines(record: DiagnosisRecord) -> list[str]:
     """What the layers' errors come to at the end, where the task's answer is not one class
     (a detector): the final output's error, and both SUTs' metric on the diagnosed images
     (``diagnosis.output_quality``'s ``quality``); none for a classifier's record."""
-    quality = record.extra.get("quality")
+    quality = record.quality
     if not isinstance(quality, dict):
         return []
     metric = metric_of(record)

@@ -21,8 +21,7 @@ from quantmark.ground.metric import TOP1, Metric
 
 def metric_of(record: Any) -> Metric:
     """The metric a record's task names (a results.json's ``task.metric``; the record typed or
-    as its JSON dict); top-1 for one written before tasks and for records that name no task
-    yet (diagnoses, recommendations), which were all classification's."""
+    as its JSON dict); top-1 for one written before tasks, which were all classification's."""
     task = record.get("task") if isinstance(record, dict) else getattr(record, "task", None)
     return Metric.from_record(task.get("metric") if isinstance(task, dict) else None)
 
@@ -67,15 +66,6 @@ def axis_label(metric: Metric, agreement: bool = False) -> str:
     if agreement:
         return f"{metric.name} agreement with the framework's FP32 (%)"
     return f"{metric.name}{' accuracy' if classifies(metric) else ''} ({metric.unit})"
-
-
-def record_metric(record: Any) -> Metric:
-    """``metric_of`` for a typed record whose kind has no ``task`` field yet (a
-    recommendation): its ``task`` section is kept in the record's ``extra``, read here."""
-    extra = getattr(record, "extra", None)
-    if getattr(record, "task", None) is None and isinstance(extra, dict) and extra.get("task"):
-        return metric_of(extra)
-    return metric_of(record)
 
 
 def task_section(metric: Metric, name: str) -> dict[str, Any]:

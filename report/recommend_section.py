@@ -77,7 +77,7 @@ def candidate_lines(record: RecommendationRecord, c: dict[str, Any]) -> list[str
     lines = [f"{objective_label(record.objective).split(' (')[0]}: "
              f"{figure.get('text', 'no valid run')} {unit if figure else ''}".rstrip()
              + f" over {judged} of its {runs} runs"]
-    accuracy, metric = c.get("accuracy"), quality.record_metric(record)
+    accuracy, metric = c.get("accuracy"), quality.metric_of(record)
     if not accuracy:
         lines.append("accuracy change: not measured")
     elif accuracy.get("why"):
@@ -141,7 +141,7 @@ def one_sut_line(record: RecommendationRecord, tied: list[str]) -> list[str]:
 def excluded_lines(record: RecommendationRecord) -> list[str]:
     """What each limit cost: the best candidate it excluded, by how much it misses the limit
     and how much better than the recommendation it would have been."""
-    lines, metric = [], quality.record_metric(record)
+    lines, metric = [], quality.metric_of(record)
     for item in record.excluded:
         flag, unit = LIMITS.get(item["limit"], (item["limit"], ""))
         if item["limit"] == "max_accuracy_drop" and not quality.classifies(metric):
@@ -208,7 +208,7 @@ def rows(record: RecommendationRecord) -> list[list[str]]:
 
 def _header(record: RecommendationRecord) -> list[str]:
     named = {"objective": objective_label(record.objective),
-             CHANGE: f"Δ {quality.record_metric(record).name} pts"}
+             CHANGE: f"Δ {quality.metric_of(record).name} pts"}
     return [named.get(h, h) for h in HEADER]
 
 
@@ -241,7 +241,7 @@ def figures(records: list[RecommendationRecord]) -> list[Any]:
             name = f"recommend-{record.model}-{record.scenario}.png"
             found.append(Figure("recommend", f"Recommendation: {title(record)}", name,
                                 path.read_bytes(), "accuracy change against the objective",
-                                caption(quality.record_metric(record))))
+                                caption(quality.metric_of(record))))
     return found
 
 

@@ -214,6 +214,9 @@ class DiagnosisRecord(JobRecord):
     describe: dict[str, Any] = field(default_factory=dict)
     recovery: dict[str, Any] | None = None
     recovery_failed: str | None = None
+    # what the layers' errors come to at the end where the task's answer is not one class (a
+    # detector): the final output's error and both SUTs' metric; None for a classifier
+    quality: dict[str, Any] | None = None
 
     @property
     def folder(self) -> Path | None:
@@ -301,6 +304,9 @@ class RecommendationRecord(Record):
     config: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)
     times: dict[str, Any] = field(default_factory=dict)
+    # the task of the runs it judged (name, metric), as their results.json name it; None in
+    # records written before tasks, which were all classification's
+    task: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

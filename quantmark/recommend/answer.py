@@ -128,8 +128,7 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
                  task: dict[str, Any] | None = None) -> RecommendationRecord:
     """The ``recommendation`` record of ``outcome`` (its figure named once drawn); ``task``:
     the model's task as a run's results.json names it (name, metric), so the report labels
-    the accuracy change and the limit in its metric (kept in ``extra`` until the record kind
-    has the field)."""
+    the accuracy change and the limit in its metric."""
     evidence = outcome.evidence or ([outcome.recommended] if outcome.recommended else [])
     spread = pool(evidence, outcome.objective)
     summaries = [summarize(item, outcome.objective, min_runs, spread) for item in evidence]
@@ -147,7 +146,7 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
                 "budget_s": outcome.budget_s, "notes": list(outcome.notes)},
         config=config, machine=fingerprint.machine(),
         times={"started_at": started, "ended_at": time.time()},
-        extra={"task": task} if task else {})
+        task=task or None)
 
 
 def plotted(record: dict[str, Any]) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def test_the_record_names_the_task_and_the_report_says_map(
 
     [again] = load([tmp_path])
     text = "\n".join([*answer_lines(again), *(" ".join(row) for row in rows(again))])
-    assert quality.record_metric(again) == MAP and "mAP@[.5:.95]" in text
+    assert again.task == TASK and quality.metric_of(again) == MAP and "mAP@[.5:.95]" in text
     assert "top-1" not in text
     assert "--max-accuracy-drop 1 mAP@[.5:.95] pts excluded int8-a" in text
 
