@@ -15,61 +15,36 @@ import pytest
 ort = pytest.importorskip("onnxruntime")
 
 from quantmark.ground.errors import UserError  # noqa: E402
-from quantmark.models.zoo import ModelSpec  # noqa: E402
-from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.onnxruntime.backend import create  # noqa: E402
-from tests.digits_model import ArrayCalibration  # noqa: E402
-from tests.tasks.detection.yolo_fixture import tiny_yolo_onnx  # noqa: E402
+from tests.tasks.detection.tiny_cases import (  # noqa: E402
+    SHAPES,
+    box_errors,
+    built_outputs,
+    detector_files,
+    detector_options,
+    detector_spec,
+    onnxruntime_output,
+    seeded_images,
+)
 
 SUTS = ("ort-fp32", "ort-fp16", "ort-int8", "ort-int8dyn")
 HEADS = ("raw", "nms")
-SHAPES = {"raw": (2, 7, 80), "nms": (2, 20, 6)}  # 3 classes, 64 px: 64 + 16 anchors; top 20
-
-
-def _no_builder() -> None:
-    raise AssertionError("a detector spec is built from its file, never from torch")
-
-
-def _spec(head: str) -> ModelSpec:
-    return ModelSpec(name="tiny-yolo", mean=(0.0,) * 3, std=(255.0,) * 3, builder=_no_builder,
-                     input_size=64, resize_short=64, num_classes=3, resize_rule="letterbox",
-                     task="detection", head=head)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("tiny-yolo")
-    return {"raw": tiny_yolo_onnx(folder / "raw.onnx"),
-            "nms": tiny_yolo_onnx(folder / "nms.onnx", nms=True)}
+    return detector_files(tmp_path_factory.mktemp("tiny-yolo"))
 
 
 @pytest.fixture(scope="module")
 def batch() -> np.ndarray:
-    return np.random.default_rng(1).random((2, 3, 64, 64), dtype=np.float32)
+    return seeded_images(1)
 
 
 @pytest.fixture(scope="module")
 def runs(files: dict[str, Path], batch: np.ndarray) -> Iterator[dict[tuple[str, str], Any]]:
-    """(sut, head) -> (output on ``batch``, describe(), artifact meta), each built once."""
-    calibration = ArrayCalibration(np.random.default_rng(0).random((32, 3, 64, 64),
-                                                                   dtype=np.float32),
-                                   source="random images")
-    out = {}
-    for head in HEADS:
-        for name in SUTS:
-            options = SutOptions(model="tiny-yolo", scenario="Offline",
-                                 model_path=str(files[head]))
-            backend = create(name, options, _spec(head), calibration)
-            backend.load()
-            out[name, head] = (backend.predict(batch), backend.describe(), backend.artifact.meta,
-                               backend.label_offset)
-            backend.close()
-    yield out
-
-
-def _plain(path: Path, batch: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {"images": batch})[0]
+    """(sut, head) -> (output, describe(), artifact meta, label offset), each built once."""
+    yield built_outputs(create, SUTS, HEADS, files, batch)
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -84,20 +59,10 @@ def test_every_sut_returns_the_heads_own_output(runs: dict, name: str, head: str
 @pytest.mark.parametrize("head", HEADS)
 def test_fp32_is_the_files_own_function(runs: dict, files: dict, batch: np.ndarray,
                                         head: str) -> None:
-    reference = _plain(files[head], batch)
+    reference = onnxruntime_output(files[head], batch)
     output, described, _, _ = runs["ort-fp32", head]
     assert np.abs(output - reference).max() <= 1e-5 * np.abs(reference).max()
     assert described["executed_precision"] == "fp32"
-
-
-def _box_errors(output: np.ndarray, reference: np.ndarray, head: str) -> tuple[float, float]:
-    """(median |box error| in pixels, max |score error|). nms rows are the top-K, whose order
-    near-equal random scores may swap: each row is matched to its nearest reference box."""
-    if head == "raw":
-        return (float(np.median(np.abs(output[:, :4] - reference[:, :4]))),
-                float(np.abs(output[:, 4:] - reference[:, 4:]).max()))
-    nearest = np.abs(output[:, :, None, :4] - reference[:, None, :, :4]).max(-1).min(-1)
-    return float(np.median(nearest)), float(np.abs(output[..., 4] - reference[..., 4]).max())
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -121,7 +86,7 @@ def test_int8_runs_int8_kernels_with_a_float_head(runs: dict, files: dict, batch
     kernels = described["detector"]["float_head_kernels"]
     assert {"Conv", "Softmax", "Sigmoid", "Concat"} <= set(kernels)
     assert not any(op.startswith("QLinear") or op.endswith("Integer") for op in kernels)
-    box, score = _box_errors(output, _plain(files[head], batch), head)
+    box, score = box_errors(output, onnxruntime_output(files[head], batch), head)
     assert box < 0.25 and score < 0.01, (box, score)
 
 
@@ -136,16 +101,16 @@ def test_a_classifier_file_is_refused_for_a_detector(tmp_path: Path) -> None:
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])])
     path = tmp_path / "classifier.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    options = SutOptions(model="tiny-yolo", scenario="Offline", model_path=str(path))
+    options = detector_options(path)
     with pytest.raises(UserError) as refused:
-        create("ort-fp32", options, _spec("raw"), None)
+        create("ort-fp32", options, detector_spec("raw"), None)
     assert "\n" not in str(refused.value) and "detector" in str(refused.value)
 
 
 def test_a_file_of_the_other_head_is_refused(files: dict) -> None:
-    options = SutOptions(model="tiny-yolo", scenario="Offline", model_path=str(files["raw"]))
+    options = detector_options(files["raw"])
     with pytest.raises(UserError) as refused:
-        create("ort-fp32", options, _spec("nms"), None)
+        create("ort-fp32", options, detector_spec("nms"), None)
     message = str(refused.value)
     assert "\n" not in message and "[N, 7, 80]" in message and "[N, K, 6]" in message
 
@@ -154,7 +119,7 @@ def test_a_detectors_artifacts_never_share_a_classifiers_key(files: dict) -> Non
     from quantmark.models.onnx_export import load_user_onnx
     from quantmark.sut.onnxruntime.quantize import quantize_key
 
-    detector = load_user_onnx(files["raw"], _spec("raw"))
+    detector = load_user_onnx(files["raw"], detector_spec("raw"))
     classifier = replace(detector, meta={**detector.meta, "task": "classification", "head": ""})
     other_head = replace(detector, meta={**detector.meta, "head": "nms"})
     keys = {quantize_key(art, "calibration") for art in (detector, classifier, other_head)}

@@ -17,64 +17,36 @@ pytest.importorskip("nncf")
 ort = pytest.importorskip("onnxruntime")
 
 from quantmark.ground.errors import UserError  # noqa: E402
-from quantmark.models.zoo import ModelSpec  # noqa: E402
-from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.openvino.backend import create  # noqa: E402
-from tests.digits_model import ArrayCalibration  # noqa: E402
-from tests.tasks.detection.yolo_fixture import tiny_yolo_onnx  # noqa: E402
+from tests.tasks.detection.tiny_cases import (  # noqa: E402
+    SHAPES,
+    box_errors,
+    built_outputs,
+    detector_files,
+    detector_options,
+    detector_spec,
+    onnxruntime_output,
+    seeded_images,
+)
 
 SUTS = ("ov-fp32", "ov-bf16", "ov-fp16", "ov-int8")
 HEADS = ("raw", "nms")
-SHAPES = {"raw": (2, 7, 80), "nms": (2, 20, 6)}  # 3 classes, 64 px: 64 + 16 anchors; top 20
-
-
-def _no_builder() -> None:
-    raise AssertionError("a detector spec is built from its file, never from torch")
-
-
-def _spec(head: str) -> ModelSpec:
-    return ModelSpec(name="tiny-yolo", mean=(0.0,) * 3, std=(255.0,) * 3, builder=_no_builder,
-                     input_size=64, resize_short=64, num_classes=3, resize_rule="letterbox",
-                     task="detection", head=head)
-
-
-def _options(path: Path | str) -> SutOptions:
-    return SutOptions(model="tiny-yolo", scenario="Offline", model_path=str(path))
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("tiny-yolo")
-    return {"raw": tiny_yolo_onnx(folder / "raw.onnx"),
-            "nms": tiny_yolo_onnx(folder / "nms.onnx", nms=True)}
+    return detector_files(tmp_path_factory.mktemp("tiny-yolo"))
 
 
 @pytest.fixture(scope="module")
 def batch() -> np.ndarray:
-    return np.random.default_rng(1).random((2, 3, 64, 64), dtype=np.float32)
+    return seeded_images(1)
 
 
 @pytest.fixture(scope="module")
 def runs(files: dict[str, Path], batch: np.ndarray) -> Iterator[dict[tuple[str, str], Any]]:
-    """(sut, head) -> (output on ``batch``, describe(), artifact meta), each built once."""
-    calibration = ArrayCalibration(np.random.default_rng(0).random((32, 3, 64, 64),
-                                                                   dtype=np.float32),
-                                   source="random images")
-    out = {}
-    for head in HEADS:
-        for name in SUTS:
-            backend = create(name, _options(files[head]), _spec(head), calibration)
-            backend.load()
-            out[name, head] = (backend.predict(batch), backend.describe(), backend.artifact.meta,
-                               backend.label_offset)
-            backend.close()
-    yield out
-
-
-def _plain(path: Path, batch: np.ndarray) -> np.ndarray:
-    """The file run by plain ONNX Runtime: the function every SUT must compute."""
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {"images": batch})[0]
+    """(sut, head) -> (output, describe(), artifact meta, label offset), each built once."""
+    yield built_outputs(create, SUTS, HEADS, files, batch)
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -88,22 +60,12 @@ def test_every_sut_returns_the_heads_own_output(runs: dict, name: str, head: str
 @pytest.mark.parametrize("head", HEADS)
 def test_fp32_is_the_files_own_function(runs: dict, files: dict, batch: np.ndarray,
                                         head: str) -> None:
-    reference = _plain(files[head], batch)
+    reference = onnxruntime_output(files[head], batch)
     output, described, meta, _ = runs["ov-fp32", head]
     assert np.abs(output - reference).max() <= 1e-5 * np.abs(reference).max()
     assert described["executed_precision"] == "fp32"
     # the nms head's Slice -> GatherElements trips convert_model: the fix is on record
     assert ("converter_workaround" in meta) == (head == "nms")
-
-
-def _box_errors(output: np.ndarray, reference: np.ndarray, head: str) -> tuple[float, float]:
-    """(median |box error| in pixels, max |score error|). nms rows are the top-K, whose order
-    near-equal random scores may swap: each row is matched to its nearest reference box."""
-    if head == "raw":
-        return (float(np.median(np.abs(output[:, :4] - reference[:, :4]))),
-                float(np.abs(output[:, 4:] - reference[:, 4:]).max()))
-    nearest = np.abs(output[:, :, None, :4] - reference[:, None, :, :4]).max(-1).min(-1)
-    return float(np.median(nearest)), float(np.abs(output[..., 4] - reference[..., 4]).max())
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -123,7 +85,7 @@ def test_int8_runs_int8_convolutions_with_a_float_head(runs: dict, files: dict,
     layers = described["detector"]["float_head_layers"]
     assert {"Convolution:f32", "Softmax:f32", "Concatenation:f32"} <= set(layers)
     assert not any(key.endswith((":i8", ":u8")) for key in layers)
-    box, score = _box_errors(output, _plain(files[head], batch), head)
+    box, score = box_errors(output, onnxruntime_output(files[head], batch), head)
     assert box < 0.25 and score < 0.01, (box, score)
 
 
@@ -133,7 +95,7 @@ def test_reduced_float_boxes_stay_within_a_pixel(runs: dict, files: dict, batch:
     """bf16 (what this CPU runs for both hints) rounds 240 px boxes to 1-2 px steps: measured
     0.04 px median, 0.4 px max."""
     output, _, _, _ = runs[name, "raw"]
-    box, score = _box_errors(output, _plain(files["raw"], batch), "raw")
+    box, score = box_errors(output, onnxruntime_output(files["raw"], batch), "raw")
     assert box < 1.0 and score < 0.05, (box, score)
 
 
@@ -141,7 +103,7 @@ def test_a_users_detector_ir_runs_and_a_classifier_ir_is_refused(files: dict, ba
                                                                   tmp_path: Path) -> None:
     detector = tmp_path / "detector.xml"
     ov.save_model(ov.convert_model(str(files["raw"])), str(detector), compress_to_fp16=False)
-    backend = create("ov-fp32", _options(detector), _spec("raw"), None)
+    backend = create("ov-fp32", detector_options(detector), detector_spec("raw"), None)
     backend.load()
     assert backend.predict(batch).shape == SHAPES["raw"]
     assert backend.describe()["detector"]["head"] == "raw"
@@ -149,7 +111,7 @@ def test_a_users_detector_ir_runs_and_a_classifier_ir_is_refused(files: dict, ba
     classifier = tmp_path / "classifier.xml"
     ov.save_model(_classifier_model(), str(classifier))
     with pytest.raises(UserError) as refused:
-        create("ov-fp32", _options(classifier), _spec("raw"), None)
+        create("ov-fp32", detector_options(classifier), detector_spec("raw"), None)
     assert "\n" not in str(refused.value) and "[N, 3]" in str(refused.value)
 
 
@@ -173,13 +135,13 @@ def test_a_classifier_onnx_is_refused_for_a_detector(tmp_path: Path) -> None:
     path = tmp_path / "classifier.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(UserError) as refused:
-        create("ov-int8", _options(path), _spec("raw"), None)
+        create("ov-int8", detector_options(path), detector_spec("raw"), None)
     assert "\n" not in str(refused.value) and "detector" in str(refused.value)
 
 
 def test_a_file_of_the_other_head_is_refused(files: dict) -> None:
     with pytest.raises(UserError) as refused:
-        create("ov-fp32", _options(files["nms"]), _spec("raw"), None)
+        create("ov-fp32", detector_options(files["nms"]), detector_spec("raw"), None)
     message = str(refused.value)
     assert "\n" not in message and "[N, 20, 6]" in message and "[N, 4+3, anchors]" in message
 
@@ -188,9 +150,9 @@ def test_a_detectors_artifacts_never_share_a_classifiers_key(files: dict) -> Non
     from quantmark.models.onnx_export import load_user_onnx
     from quantmark.sut.openvino.convert import convert_key, quantize_key
 
-    detector = load_user_onnx(files["raw"], _spec("raw"))
+    detector = load_user_onnx(files["raw"], detector_spec("raw"))
     classifier = replace(detector, meta={**detector.meta, "task": "classification", "head": ""})
     other_head = replace(detector, meta={**detector.meta, "head": "nms"})
     trio = (detector, classifier, other_head)
-    assert len({convert_key(art, _spec("raw")) for art in trio}) == 3
+    assert len({convert_key(art, detector_spec("raw")) for art in trio}) == 3
     assert len({quantize_key(art, "calibration") for art in trio}) == 3

@@ -24,40 +24,32 @@ from quantmark.models.zoo import ModelSpec  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.tensorflow import backend as tf_sut  # noqa: E402
 from tests.conftest import run_json  # noqa: E402
+from tests.tasks.detection.tiny_cases import (  # noqa: E402
+    CLASSES,
+    SIZE,
+    detector_files,
+    detector_spec,
+    onnxruntime_output,
+    seeded_images,
+)
 from tests.tasks.detection.yolo_fixture import tiny_yolo_onnx  # noqa: E402
 
 ATOL = 1e-4
-SIZE, CLASSES = 64, 3
-
-
-def _no_builder(*_: Any) -> None:
-    raise RuntimeError("the tiny detector comes as an ONNX file")
-
-
-def detector_spec(head: str, classes: int = CLASSES) -> ModelSpec:
-    return ModelSpec(name="tiny-yolo", mean=(0.0,) * 3, std=(255.0,) * 3, builder=_no_builder,
-                     input_size=SIZE, resize_short=SIZE, num_classes=classes,
-                     resize_rule="letterbox", task="detection", head=head)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("tiny-yolo")
-    return {"raw": tiny_yolo_onnx(folder / "raw.onnx"),
-            "nms": tiny_yolo_onnx(folder / "nms.onnx", nms=True)}
+    return detector_files(tmp_path_factory.mktemp("tiny-yolo"))
 
 
 @pytest.fixture(scope="module")
 def images() -> np.ndarray:
-    return np.random.default_rng(2).random((2, 3, SIZE, SIZE), dtype=np.float32)
+    return seeded_images(2)
 
 
 @pytest.fixture(scope="module")
 def expected(files: dict[str, Path], images: np.ndarray) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
-    return {head: ort.InferenceSession(str(path)).run(None, {"images": images})[0]
-            for head, path in files.items()}
+    return {head: onnxruntime_output(path, images) for head, path in files.items()}
 
 
 def _backend(name: str, head: str, path: Path) -> tf_sut.TensorFlowBackend:
@@ -151,7 +143,7 @@ def test_keys_and_output_layouts() -> None:
     onnx = Artifact(path=Path("m.onnx"), format="onnx", precision="fp32", key="k", weights="w",
                     source_hash="s", meta={"user_file": "m.onnx", "sha256": "s"})
     raw, nms = detector_spec("raw"), detector_spec("nms")
-    classifier = ModelSpec(name="tiny-yolo", mean=raw.mean, std=raw.std, builder=_no_builder,
+    classifier = ModelSpec(name="tiny-yolo", mean=raw.mean, std=raw.std, builder=raw.builder,
                            input_size=SIZE, resize_short=SIZE, num_classes=CLASSES)
     keys = {saved_model_key(onnx, spec) for spec in (raw, nms, classifier)}
     assert len(keys) == 3

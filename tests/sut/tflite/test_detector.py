@@ -23,49 +23,38 @@ pytest.importorskip("tensorflow")
 pytest.importorskip("onnx2tf")
 
 from quantmark.ground.errors import SutError, UserError  # noqa: E402
-from quantmark.models.zoo import ModelSpec  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.tflite.backend import TFLiteBackend, create  # noqa: E402
 from quantmark.sut.tflite.convert import load_user_tflite, tflite_key  # noqa: E402
 from quantmark.sut.tflite.detection import _paired  # noqa: E402
 from tests.digits_model import ArrayCalibration  # noqa: E402
-from tests.tasks.detection.yolo_fixture import tiny_yolo_onnx  # noqa: E402
+from tests.tasks.detection.tiny_cases import (  # noqa: E402
+    CLASSES,
+    SIZE,
+    detector_files,
+    detector_spec,
+    onnxruntime_output,
+    seeded_images,
+)
 
 SUTS = ("tflite-fp32", "tflite-fp16", "tflite-int8dyn", "tflite-int8")
-SIZE, CLASSES = 64, 3
 #: the raw head is the quick tier; the nms head's conversions run in the slow one
 HEADS = ["raw", pytest.param("nms", marks=pytest.mark.slow)]
 
 
-def _no_builder(*_: Any) -> None:
-    raise RuntimeError("the tiny detector comes as an ONNX file")
-
-
-def detector_spec(head: str) -> ModelSpec:
-    return ModelSpec(name="tiny-yolo", mean=(0.0,) * 3, std=(255.0,) * 3, builder=_no_builder,
-                     input_size=SIZE, resize_short=SIZE, num_classes=CLASSES,
-                     resize_rule="letterbox", task="detection", head=head)
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("tiny-yolo")
-    return {"raw": tiny_yolo_onnx(folder / "raw.onnx"),
-            "nms": tiny_yolo_onnx(folder / "nms.onnx", nms=True)}
+    return detector_files(tmp_path_factory.mktemp("tiny-yolo"))
 
 
 @pytest.fixture(scope="module")
 def images() -> np.ndarray:
-    """A seeded batch of 2, NCHW, as the spec's preprocessing leaves pixels (0..1)."""
-    return np.random.default_rng(2).random((2, 3, SIZE, SIZE), dtype=np.float32)
+    return seeded_images(2)
 
 
 @pytest.fixture(scope="module")
 def expected(files: dict[str, Path], images: np.ndarray) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
-    return {head: ort.InferenceSession(str(path)).run(None, {"images": images})[0]
-            for head, path in files.items()}
+    return {head: onnxruntime_output(path, images) for head, path in files.items()}
 
 
 def _load(name: str, head: str, path: Path) -> TFLiteBackend:
