@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from quantmark.ground.metric import PointsChange
+
 CONFIDENCE = 0.95
 BOOTSTRAP_MIN_N = 10  # from here on the bootstrap's coverage is close to its nominal 95%
 BOOTSTRAP_RESAMPLES = 4000
@@ -114,7 +116,7 @@ def bound_text(value: float) -> str:
 
 
 @dataclass(frozen=True)
-class AccuracyChange:
+class AccuracyChange(PointsChange):
     """Candidate top-1 minus baseline top-1 on the same samples, in percentage points."""
 
     delta_points: float
@@ -127,16 +129,6 @@ class AccuracyChange:
     p_value: float  # the test the interval belongs to (``method``)
     method: str = "mcnemar"  # "mcnemar" (independent samples) | "cluster-t" (source images)
     left_out: int = 0  # samples only one of the two runs held: not compared
-
-    @property
-    def significant(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-    @property
-    def verdict(self) -> str:
-        if not self.significant:
-            return "no measurable change"
-        return "better" if self.delta_points > 0 else "worse"
 
     def text(self) -> str:
         """``+1.20 pt [-0.40, +2.80] over 7 source images, cluster t p=0.12: no measurable

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from quantmark.ground.metric import Metric
+from quantmark.ground.metric import Metric, PointsChange
 
 #: ``respond(outputs, qsl_indices)``: the model's outputs for a batch -> one float32 response
 #: array per sample (what LoadGen logs); run on the SUT's thread, inside the timed work
@@ -26,7 +26,7 @@ Respond = Callable[[np.ndarray, Sequence[int]], list[np.ndarray]]
 
 
 @dataclass(frozen=True)
-class QualityChange:
+class QualityChange(PointsChange):
     """A candidate's change in its task's metric against a baseline on the same samples, in
     the metric's points, with its interval: what a task that pairs its own runs returns, read
     by the reports exactly as classification's top-1 change (``report.stats.AccuracyChange``)."""
@@ -42,16 +42,6 @@ class QualityChange:
     candidate: float = math.nan
     p_value: float = math.nan
     left_out: int = 0
-
-    @property
-    def significant(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-    @property
-    def verdict(self) -> str:
-        if not self.significant:
-            return "no measurable change"
-        return "better" if self.delta_points > 0 else "worse"
 
     def text(self) -> str:
         """``-0.84 pt mAP@[.5:.95] [-1.90, +0.21] over 360 images, bootstrap over images: no

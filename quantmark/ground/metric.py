@@ -35,3 +35,24 @@ class Metric:
 
 #: classification's metric, and what records without a named metric were scored by
 TOP1 = Metric(key="top1", name="top-1", unit="%")
+
+
+class PointsChange:
+    """The verdict of a change in a metric's points with its interval, shared by every kind
+    of change (classification's ``report.stats.AccuracyChange``, a task's ``QualityChange``):
+    significant only when the interval excludes zero. A subclass is a dataclass with
+    ``delta_points``, ``low`` and ``high``."""
+
+    delta_points: float
+    low: float
+    high: float
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def verdict(self) -> str:
+        if not self.significant:
+            return "no measurable change"
+        return "better" if self.delta_points > 0 else "worse"
