@@ -17,7 +17,10 @@ Each loop uses the framework's recommended call path and nothing of quantmark's 
 with their random input); ``--input real`` cycles, in a seeded random order, through as many of
 the run's own preprocessed samples as LoadGen keeps loaded (the model's performance sample
 count: 1024, 150-600 MB), so the working set is the run's, not one that fits in the CPU's
-cache. Prints one JSON object on stdout:
+cache. The samples come from the task's own QSL, so a detector's are letterboxed in the
+backend's layout (NCHW for OpenVINO, NHWC for LiteRT) as its SUT is fed; the loop stops at the
+model's output, where a detector's SUT goes on to its NMS (``quantmark.bench.
+parity_postprocess`` times that part). Prints one JSON object on stdout:
 
     python -m quantmark.bench.vendor_loops --sut ort-int8 --model resnet50 --batch-size 8 \\
         --metric throughput --input real --seconds 10
@@ -32,6 +35,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,33 +47,49 @@ WARMUP_CALLS = 5
 SEED = 0
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A SUT's backend loaded as a run loads it, with what its samples come from."""
+
+    spec: Any
+    dataset: Any
+    backend: Any
+    task: Any
+    info: Any  # the SUT's registry entry (SutInfo)
+
+
 def prepared_backend(sut: str, model: str, batch: int, threads: int,
-                     model_path: str | None = None) -> Any:
+                     model_path: str | None = None) -> Loaded:
     """The SUT's backend, loaded as a run loads it (its artifact from quantmark's cache)."""
     from quantmark.ground.config import RunConfig
     from quantmark.run.test_process import build_sut
+    from quantmark.tasks.catalog import task_for
 
     config = RunConfig(scenario="Offline" if batch > 1 else "SingleStream", sut=sut,
                        model=model, batch_size=batch, threads=threads, model_path=model_path)
-    spec, _info, dataset, _calibration, backend, _times = build_sut(config)
-    return spec, dataset, backend
+    spec, info, dataset, _calibration, backend, _times = build_sut(config)
+    return Loaded(spec, dataset, backend, task_for(config), info)
 
 
-def real_batches(spec: Any, dataset: Any, backend: Any, batch: int,
-                 samples: int | None = None) -> list[np.ndarray]:
+def real_batches(loaded: Loaded, batch: int, samples: int | None = None
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The run's own preprocessed samples, as many as its QSL keeps loaded (or ``samples``),
-    encoded as the backend's input (a full-integer model's int8), shuffled into batches."""
-    from quantmark.qsl.library import QuerySampleLibrary
-    from quantmark.qsl.preprocess import recipe_for
-
-    qsl = QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
-                                          spec.performance_sample_count,
-                                          encode=backend.encode_samples)
+    shuffled into batches, and the QSL indices of each. The task's own QSL makes them, so a
+    detector's are letterboxed as its SUT is fed (NCHW or NHWC, the backend's layout), and
+    encoded as the backend's input (a full-integer model's int8)."""
+    qsl = loaded.task.sample_library(loaded.dataset, loaded.spec, loaded.backend)
     order = np.random.default_rng(SEED).permutation(qsl.performance_count)[:samples]
     count = -(-len(order) // batch)
     indices = np.resize(order, count * batch)
     qsl.load(order)
-    return [qsl.batch(indices[i * batch:(i + 1) * batch]) for i in range(count)]
+    chunks = [indices[i * batch:(i + 1) * batch] for i in range(count)]
+    return [qsl.batch(chunk) for chunk in chunks], chunks
+
+
+def distinct(indices: Sequence[np.ndarray]) -> int:
+    """How many different samples the batches hold (the last one is topped up from the
+    first ones)."""
+    return len(np.unique(np.concatenate(indices)))
 
 
 def timed_loop(call: Callable[[np.ndarray], Any], batches: Sequence[np.ndarray],
@@ -177,10 +197,11 @@ def tf_call(backend: Any) -> tuple[Callable[[np.ndarray], Any], str]:
 def measure(sut: str, model: str, batch: int, threads: int, regime: str,
             seconds: float, model_path: str | None = None, api: str = "default",
             samples: int | None = None) -> dict[str, Any]:
-    spec, dataset, backend = prepared_backend(sut, model, batch, threads, model_path)
-    batches = real_batches(spec, dataset, backend, batch, samples)
+    loaded = prepared_backend(sut, model, batch, threads, model_path)
+    backend = loaded.backend
+    batches, indices = real_batches(loaded, batch, samples)
     if regime == "constant":
-        batches = batches[:1]
+        batches, indices = batches[:1], indices[:1]
     framework = sut.split("-")[0]
     if framework == "torch":
         durations, used = torch_durations(backend, batches, seconds)
@@ -191,7 +212,7 @@ def measure(sut: str, model: str, batch: int, threads: int, regime: str,
         durations = timed_loop(call, batches, seconds)
     median = statistics.median(durations)
     return {"sut": sut, "model": model, "batch": batch, "input": regime, "api": used,
-            "distinct_samples": sum(len(b) for b in batches),
+            "distinct_samples": distinct(indices),
             "threads": threads, "calls": len(durations), "median_ms": median * 1e3,
             "samples_per_s": batch * len(durations) / sum(durations),
             "model_file": getattr(backend, "model_path", None)}
@@ -201,9 +222,13 @@ def write_npy(sut: str, model: str, batch: int, threads: int, folder: str,
               model_path: str | None = None, samples: int | None = None) -> list[str]:
     """The run's own preprocessed batches as ``.npy`` files (benchmark_app's ``-i`` input:
     file k fills slot k of each batch from its own row k, so every file is a full batch;
-    benchmark_app makes one tensor per file and sets them in turn)."""
-    spec, dataset, backend = prepared_backend(sut, model, batch, threads, model_path)
-    batches = real_batches(spec, dataset, backend, batch, samples)
+    benchmark_app makes one tensor per file and sets them in turn). The files are topped up
+    to a multiple of the batch by repeating the first ones: benchmark_app drops the files
+    past the last whole multiple (a detector's 356 samples make 45 batches of 8)."""
+    batches, _indices = real_batches(prepared_backend(sut, model, batch, threads, model_path),
+                                     batch, samples)
+    whole = -(-len(batches) // batch) * batch
+    batches = [batches[i % len(batches)] for i in range(whole)]
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     paths = []

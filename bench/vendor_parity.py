@@ -14,6 +14,14 @@ The order of the sides rotates each round, so drift hits every side alike. The p
 quantmark's speed over the reference's (samples/s for Offline, 1 / p50 latency for
 SingleStream), with a paired 95% interval over the rounds (``report.stats.speedup``).
 
+A detector's quantmark run times the task's postprocessing (threshold, NMS, top-K: MLPerf's
+rule) inside the SUT's work; the vendor tools and the loop stop at the model's output. Its ratio
+stays the one measured, and each round also times the task's ``respond`` on the SUT's own
+outputs right after quantmark's run (``quantmark.bench.parity_postprocess``): its share of
+quantmark's time per batch and worker, and the ratio if postprocessing cost nothing
+(ratio / (1 - share)), so a reader sees whether a gap is the NMS or the harness. A side or a
+case that cannot be measured is named with its reason under the table.
+
     python -m quantmark.bench.vendor_parity [--cases ov-int8:resnet50:Offline:8,...]
         [--rounds 3] [--seconds 8] [--output bench-results/vendor_parity]
 """
@@ -30,10 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quantmark.bench import parity_postprocess
 from quantmark.ground.config import RunConfig
 from quantmark.ground.hashing import atomic_write_json, atomic_write_text
 from quantmark.report.stats import speedup
@@ -87,6 +97,17 @@ def sides_for(case: Case) -> list[Side]:
         sides.append(Side("litert-benchmark", "constant", "litert-benchmark"))
     return sides + [Side("framework loop", "real", "loop"),
                     Side("framework loop", "constant", "loop")]
+
+
+def unmeasured(case: Case) -> list[str]:
+    """One line for each reference this case has no side for, and why."""
+    framework = case.sut.split("-")[0]
+    if framework == "ov":
+        return ["framework loop: none for OpenVINO (benchmark_app -i runs the real samples)"]
+    if framework == "tflite" and case.batch != 1:
+        return [f"litert-benchmark: not run, it runs the model's own batch of 1, not "
+                f"{case.batch} (the framework loop is the reference)"]
+    return []
 
 
 # ------------------------------------------------------------------------------ the sides
@@ -171,12 +192,51 @@ def measure_side(side: Side, case: Case, settings: dict[str, Any], seconds: floa
     return run_loop(case, side.regime, seconds)
 
 
+def check_artifact(case: Case, settings: dict[str, Any], results: dict[str, Any]) -> None:
+    """The vendor command must run the very file quantmark's SUT ran (its IR, its .tflite)."""
+    ran, command = results.get("sut", {}).get("model_file"), settings.get("vendor_command")
+    if ran and command and ran not in shlex.split(command):
+        raise RuntimeError(f"{case.name}: the recorded vendor command does not run "
+                           f"quantmark's artifact {ran}: {command}")
+
+
+def measure_postprocess(case: Case, value: float, settings: dict[str, Any],
+                        seconds: float) -> dict[str, Any]:
+    """The task's ``respond`` timed on the SUT's own outputs, and its share of this round's
+    quantmark figure (``quantmark.bench.parity_postprocess``)."""
+    text = _output([sys.executable, "-m", "quantmark.bench.parity_postprocess", "--sut",
+                    case.sut, "--model", case.model, "--batch-size", str(case.batch),
+                    "--seconds", str(seconds)], stdout_only=True)
+    found = json.loads(text.strip().splitlines()[-1])
+    workers = int(settings.get("workers") or 1)
+    return {"respond_ms": found["respond_ms"], "predict_ms": found["predict_ms"],
+            "calls": found["calls"], "workers": workers,
+            "nms": (found.get("postprocess") or {}).get("nms"),
+            "share": parity_postprocess.share(case.throughput, value, found["respond_ms"],
+                                              case.batch, workers)}
+
+
+def run_quantmark_round(case: Case, seconds: float, work: Path,
+                        post: list[dict[str, Any]]) -> tuple[float, dict[str, Any]]:
+    """quantmark's side of a round, and for a task with postprocessing (a detector) its
+    ``respond`` timed right after it, into ``post``."""
+    value, results = run_quantmark(case, seconds, work)
+    settings = results["speed_settings"]
+    check_artifact(case, settings, results)
+    if results.get("task", {}).get("postprocess"):
+        post.append(measure_postprocess(case, value, settings, seconds))
+        log.info("%s: postprocess %.3f ms a batch, %.1f%% of quantmark's time", case.name,
+                 post[-1]["respond_ms"], 100 * post[-1]["share"])
+    return value, settings
+
+
 # ------------------------------------------------------------------------------ rounds
 def run_case(case: Case, rounds: int, seconds: float) -> dict[str, Any]:
     """Every side of ``case``, ``rounds`` times, the order rotated each round."""
     sides = sides_for(case)
     values: dict[str, list[float]] = {_key(s): [] for s in sides}
     settings: dict[str, Any] = {}
+    post: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="quantmark-parity-") as tmp:
         work = Path(tmp)
         for number in range(rounds):
@@ -185,16 +245,35 @@ def run_case(case: Case, rounds: int, seconds: float) -> dict[str, Any]:
                 order = sides
             for side in order:
                 if side.kind == "quantmark":
-                    value, results = run_quantmark(case, seconds, work)
-                    settings = results["speed_settings"]
+                    value, settings = run_quantmark_round(case, seconds, work, post)
                 else:
                     value = measure_side(side, case, settings, seconds, work)
                 values[_key(side)].append(value)
                 log.info("%s round %d: %s = %.3f", case.name, number + 1, _key(side), value)
-    return {"case": vars(case), "metric": "samples/s" if case.throughput else "p50 ms",
-            "values": values, "speed_settings": settings,
-            "ratios": {key: _ratio(case, values[QUANTMARK], vals)
-                       for key, vals in values.items() if key != QUANTMARK}}
+        notes = unmeasured(case) + measured_notes(case, values, work)
+    entry = {"case": vars(case), "metric": "samples/s" if case.throughput else "p50 ms",
+             "values": values, "speed_settings": settings,
+             "ratios": {key: _ratio(case, values[QUANTMARK], vals)
+                        for key, vals in values.items() if key != QUANTMARK}, "notes": notes}
+    if post:
+        entry["postprocess"] = parity_postprocess.summary(post, entry["ratios"])
+    return entry
+
+
+def measured_notes(case: Case, values: dict[str, list[float]], work: Path) -> list[str]:
+    """What a reader must know of the references' inputs and resolution."""
+    notes = []
+    files = sorted((work / "npy").glob("*.npy"))
+    if files:  # benchmark_app puts row k % batch of file k in slot k % batch of its tensor
+        notes.append(f"benchmark_app -i: {len(files)} distinct samples" + (
+            f" (row k mod {case.batch} of each of its {len(files)} .npy batch files)"
+            if case.batch > 1 else ", one .npy file each"))
+    litert = values.get(_key(Side("litert-benchmark", "constant", "litert-benchmark")))
+    if litert and statistics.median(litert) < 1:
+        notes.append(f"litert-benchmark prints ms with 2 decimals: its median "
+                     f"{statistics.median(litert):.2f} ms is +/- "
+                     f"{0.5 / statistics.median(litert):.0f}%")
+    return notes
 
 
 def _key(side: Side) -> str:
@@ -209,7 +288,9 @@ def _ratio(case: Case, quantmark: list[float], reference: list[float]) -> dict[s
     return {"point": ratio.point, "low": ratio.low, "high": ratio.high, "method": ratio.method}
 
 
-def table(results: list[dict[str, Any]]) -> str:
+def table(results: list[dict[str, Any]], failures: Sequence[str] = ()) -> str:
+    """The ratios; then, for detectors, the postprocessing's share; then every side or case
+    not measured and what a reader must know of the references, one line each."""
     lines = ["| case | reference | input | quantmark (median) | reference (median) | "
              "quantmark / reference [95% CI] | >= 0.95 |", "|---|---|---|---|---|---|---|"]
     for entry in results:
@@ -223,7 +304,11 @@ def table(results: list[dict[str, Any]]) -> str:
                          f"| {statistics.median(entry['values'][key]):.2f} {metric} | "
                          f"{ratio['point']:.3f}{interval} | "
                          f"{'yes' if ratio['point'] >= PARITY_TARGET else 'no'} |")
-    return "\n".join(lines) + "\n"
+    notes = [f"- {Case(**entry['case']).name}: {note}" for entry in results
+             for note in entry.get("notes", [])] + [f"- {line}" for line in failures]
+    return ("\n".join(lines) + "\n"
+            + parity_postprocess.table(results, lambda entry: Case(**entry["case"]).name)
+            + ("\n" + "\n".join(notes) + "\n" if notes else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -239,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     finished = _finished(out / "parity.json", args.rounds)
     results: list[dict[str, Any]] = []
-    failed = 0
+    failures: list[str] = []
     for text in args.cases.split(","):
         case = Case.parse(text)
         if case in finished:  # rerunning the command resumes: finished cases are kept
@@ -247,14 +332,22 @@ def main(argv: list[str] | None = None) -> None:
         else:
             try:
                 results.append(run_case(case, args.rounds, args.seconds))
-            except (RuntimeError, ValueError, subprocess.SubprocessError, OSError) as exc:
+            except (RuntimeError, ValueError, KeyError, subprocess.SubprocessError,
+                    OSError) as exc:
                 log.error("%s failed, the other cases go on: %s", case.name, exc)
-                failed += 1
+                reason = _one_line(exc).removeprefix(f"{case.name}: ")
+                failures.append(f"{case.name}: not measured: {reason}")
         atomic_write_json(out / "parity.json", results)  # finished and kept cases alike
-        atomic_write_text(out / "table.md", table(results))
-    print(table(results))
-    if failed:
-        sys.exit(f"{failed} case(s) failed (see above); rerun the command to retry them")
+        atomic_write_text(out / "table.md", table(results, failures))
+    print(table(results, failures))
+    if failures:
+        sys.exit(f"{len(failures)} case(s) failed (see above); rerun the command to retry them")
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """The failure's reason on one line (a tool's stderr tail has many)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _finished(path: Path, rounds: int) -> dict[Case, dict[str, Any]]:

@@ -166,8 +166,7 @@ def print_diagnosis(console: Console, record: DiagnosisRecord) -> None:
     rows = record.recovery["rows"]
     metric = metric_of(record)
     console.print(table(f"recovery: worst layers kept in FP32 ({metric.name} paired against K=0; "
-                        "speed in interleaved rounds)", diagnosis.recovery_header(metric),
-                        [diagnosis.recovery_cells(row) for row in rows]))
+                        "speed in interleaved rounds)", *diagnosis.recovery_table(record)))
     for row in rows:
         if row.get("disturbed_rounds"):
             console.print(f"[yellow]disturbed:[/] {escape(row['label'])}: "

@@ -1,13 +1,11 @@
 """The "Diagnosis" section: where a reduced-precision SUT loses accuracy, layer by layer.
 
-Reads the record a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders
-it: the worst layers with their op type and precision, the first jump, the recovery curve, CSV
-tables and one figure (SQNR along the network with the worst layers marked; with a recovery
-curve, its quality metric and throughput against K beside it). The recovery curve's labels
-are the record's metric (``report.quality``: its ``task``; top-1 for a diagnosis written before
-tasks); its rows' keys (``top1`` ...) are the diagnosis record's own. A detector's diagnosis
-adds the final output's error and both SUTs' mAP on the diagnosed images (``quality_lines``).
-"""
+Reads the record a ``run.py diagnose`` writes (``"kind": "diagnosis"``) and renders it: the
+worst layers with their op type and precision, the first jump, the recovery curve, CSV tables
+and one figure (SQNR along the network with the worst layers marked; with a recovery curve, its
+quality metric and throughput against K beside it). The curve's labels, its rows' quality keys
+and CSV columns are the record's metric's (``report.quality``: its ``task``; top-1 for one
+written before tasks). A detector's adds the final output's error and both SUTs' mAP."""
 
 from __future__ import annotations
 
@@ -29,10 +27,13 @@ FOLDER_PREFIX = "diagnose-"  # <output>/<host-sut>/<model>/diagnose-<against>/
 
 LAYER_COLUMNS = ("index", "name", "op_type", "precision", "reference", "reference_precision",
                  "matched_by", "shape", "sqnr_db", "cosine", "lost_db", "worst_rank")
-RECOVERY_COLUMNS = ("label", "k", "top1", "top1_change", "samples_per_s", "speed_vs_k0",
-                    "speed_lost_pct", "top1_per_speed_point", "ms_per_batch", "predicted_ms",
-                    "prediction_error_pct", "top1_per_ms", "disturbed_rounds", "excluded",
-                    "recover_by", "excluded_cost_ms")
+
+
+def recovery_columns(key: str) -> tuple[str, ...]:
+    """The recovery CSV's header, its quality columns named by the metric's ``key``."""
+    return ("label", "k", key, f"{key}_change", "samples_per_s", "speed_vs_k0", "speed_lost_pct",
+            f"{key}_per_speed_point", "ms_per_batch", "predicted_ms", "prediction_error_pct",
+            f"{key}_per_ms", "disturbed_rounds", "excluded", "recover_by", "excluded_cost_ms")
 
 
 def load(folders: list[str | Path]) -> list[DiagnosisRecord]:
@@ -93,28 +94,29 @@ def _number(value: float | None, fmt: str) -> str:
     return "" if value is None else fmt.format(value)
 
 
-def recovery_cells(row: dict[str, Any]) -> list[str]:
-    """A curve point as the tables show it (a record written before the latency columns
-    leaves them empty)."""
+def recovery_cells(row: dict[str, Any], metric: Metric = TOP1) -> list[str]:
+    """A curve point as the tables show it, its quality under the metric's key (a record
+    written before the latency columns leaves them empty)."""
+    key = metric.key
     flag = f" ({row['disturbed_rounds']} disturbed)" if row.get("disturbed_rounds") else ""
-    return [row["label"], "" if row["k"] is None else str(row["k"]), f"{row['top1']:.2f}",
-            _interval(row.get("top1_change_vs_k0"), "points", "{:+.2f}"),
+    return [row["label"], "" if row["k"] is None else str(row["k"]), f"{row[key]:.2f}",
+            _interval(row.get(f"{key}_change_vs_k0"), "points", "{:+.2f}"),
             _interval(row["samples_per_s"], "median", "{:.1f}") + flag,
             _interval(row["speed_vs_k0"], "ratio", "{:.3f}"),
-            f"{row['speed_lost_pct']:.1f}", _number(row.get("top1_per_speed_point"), "{:.2f}"),
+            f"{row['speed_lost_pct']:.1f}", _number(row.get(f"{key}_per_speed_point"), "{:.2f}"),
             _interval(row.get("ms_per_batch"), "median", "{:.3f}"),
             _number(row.get("predicted_ms"), "{:.3f}") or (
                 "unknown" if row.get("prediction_unknown") else ""),
             _number(row.get("prediction_error_pct"), "{:+.1f}"),
-            _number(row.get("top1_per_ms"), "{:.2f}"),
+            _number(row.get(f"{key}_per_ms"), "{:.2f}"),
             str(row.get("disturbed_rounds", 0)), " ".join(row.get("excluded", []))]
 
 
 def recovery_csv(record: DiagnosisRecord) -> str:
-    recovery = record.recovery or {}
+    recovery, metric = record.recovery or {}, metric_of(record)
     cost = {c["name"]: c["cost_ms"] for c in recovery.get("candidates", [])}
-    return _csv(RECOVERY_COLUMNS, [
-        recovery_cells(row) + [recovery.get("recover_by", "accuracy"), " ".join(
+    return _csv(recovery_columns(metric.key), [
+        recovery_cells(row, metric) + [recovery.get("recover_by", "accuracy"), " ".join(
             f"{name}={_number(cost.get(name), '{:.4f}') or 'unknown'}"
             for name in row.get("excluded", []))] for row in recovery["rows"]])
 
@@ -164,6 +166,13 @@ def recovery_header(metric: Metric) -> list[str]:
 
 
 RECOVERY_HEADER = recovery_header(TOP1)  # a classifier's, as every diagnosis so far
+
+
+def recovery_table(record: DiagnosisRecord) -> tuple[list[str], list[list[str]]]:
+    """The recovery curve's header and cells, named and read by the record's metric."""
+    metric = metric_of(record)
+    return recovery_header(metric), [recovery_cells(row, metric)
+                                     for row in (record.recovery or {}).get("rows", [])]
 
 
 def agreement(records: list[DiagnosisRecord], top: int = 6) -> list[tuple[str, list[str],
@@ -276,8 +285,7 @@ def markdown(record: DiagnosisRecord, level: str = "##", figure_link: bool = Tru
     if record.recovery:
         lines += ["", f"{level}# Recovery curve ({record.recovery['eval_samples']} samples, "
                       f"{record.recovery['rounds']} interleaved speed rounds)", ""]
-        lines += _md_table(recovery_header(metric_of(record)),
-                           [recovery_cells(r) for r in record.recovery["rows"]])
+        lines += _md_table(*recovery_table(record))
         if cost_rows(record):
             lines += ["", f"{level}# {cost_title(record)}", ""] + _md_table(COST_HEADER,
                                                                         cost_rows(record))
@@ -312,8 +320,7 @@ def to_html(record: DiagnosisRecord) -> str:
              + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(record))
              + "</ul>", table(WORST_HEADER, worst_rows(record))]
     if record.recovery:
-        parts.append(table(recovery_header(metric_of(record)),
-                           [recovery_cells(r) for r in record.recovery["rows"]]))
+        parts.append(table(*recovery_table(record)))
         if cost_rows(record):
             parts.append(f"<h3>{html.escape(cost_title(record))}</h3>"
                          + table(COST_HEADER, cost_rows(record)))
@@ -394,11 +401,11 @@ def _draw_layers(ax: Any, record: DiagnosisRecord) -> None:
 def _draw_recovery(ax: Any, rows: list[dict[str, Any]], metric: Metric) -> None:
     curve = [row for row in rows if row["k"] is not None]
     ks = [row["k"] for row in curve]
-    ax.plot(ks, [row["top1"] for row in curve], "o-", color="tab:green",
+    ax.plot(ks, [row[metric.key] for row in curve], "o-", color="tab:green",
             label=value_label(metric))
     ref = next((row for row in rows if row["k"] is None), None)
     if ref:
-        ax.axhline(ref["top1"], color="tab:green", linestyle="--", label=ref["label"])
+        ax.axhline(ref[metric.key], color="tab:green", linestyle="--", label=ref["label"])
     ax.set_xticks(ks)
     ax.set_xlabel("K layers kept in FP32")
     ax.set_ylabel(value_label(metric))

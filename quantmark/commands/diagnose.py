@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worst", type=int, default=10, help="layers listed (default 10)")
     parser.add_argument("--recover", type=int, default=0, metavar="K",
                         help="re-quantize with 1, 2, 4 ... K layers in FP32 (in "
-                             "--recover-by order) and measure top-1 and speed of each, with "
-                             "the latency each point's layer costs predict (default 0: no; "
-                             "classifiers only for now)")
+                             "--recover-by order) and measure each one's quality in the task's "
+                             "metric (a classifier's top-1, a detector's mAP) and speed, with "
+                             "the latency each point's layer costs predict (default 0: no)")
     parser.add_argument("--recover-by", choices=("accuracy", "ms"), default="accuracy",
                         help="order of the layers kept in FP32: accuracy (most SQNR lost "
                              "first, default) or ms (most SQNR recovered per millisecond each "
@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "quantized over a range FACTOR times too wide (ort-int8, "
                              "tflite-int8, torch-int8); repeatable")
     parser.add_argument("--eval-samples", type=int,
-                        help="evaluation samples the recovery curve scores (default: all)")
+                        help="evaluation samples (images) the recovery curve's quality is "
+                             "judged on (default: all)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved speed rounds of the recovery curve (default 5)")
     parser.add_argument("--round-seconds", type=float, default=1.0,

@@ -22,7 +22,7 @@ from quantmark.sut.interface import Backend
 log = logging.getLogger(__name__)
 
 
-def _outputs(backend: Backend, data: Any, count: int, batch: int) -> np.ndarray:
+def outputs(backend: Backend, data: Any, count: int, batch: int) -> np.ndarray:
     """The backend's final output for the first ``count`` samples, batch by batch."""
     found = []
     for start in range(0, count, batch):
@@ -48,13 +48,21 @@ def output_error(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
             "cosine": round(cosine, 6), "identical": noise == 0}
 
 
-def _detections(task: Any, spec: Any, data: Any, outputs: np.ndarray) -> list[dict]:
-    """COCO results of the outputs' detections (the task's postprocessing), in each image's
-    own pixels."""
+def scores_boxes(task: Any) -> bool:
+    """Whether the task's answers are boxes this module scores (the detection task's, whose
+    postprocessing gives COCO rows and whose dataset holds their ground truth)."""
+    from quantmark.tasks.detection.definition import DetectionTask
+
+    return isinstance(task, DetectionTask)
+
+
+def detections(task: Any, spec: Any, data: Any, raw: np.ndarray) -> list[dict]:
+    """COCO results of the raw outputs' detections (the task's postprocessing), in each
+    image's own pixels."""
     from quantmark.tasks.detection import scoring
 
     respond = task.respond(spec)
-    answers = respond(outputs, list(range(len(outputs))))
+    answers = respond(raw, list(range(len(raw))))
     rows = data.dataset.cache_rows
     by_index = {}
     for index, answer in enumerate(answers):
@@ -62,8 +70,18 @@ def _detections(task: Any, spec: Any, data: Any, outputs: np.ndarray) -> list[di
         height, width = (int(v) for v in data.dataset.image_sizes[rows[index]])
         by_index[index] = scoring.to_original(found, height, width, spec.input_size,
                                               spec.input_width)
-    ids = [data.dataset.image_id(int(r)) for r in rows[:len(outputs)]]
+    ids = [data.dataset.image_id(int(r)) for r in rows[:len(raw)]]
     return scoring.coco_detections(by_index, ids, data.dataset.categories)
+
+
+def ground_truth(data: Any, count: int, flag: str) -> dict[str, Any]:
+    """The COCO ground truth of the first ``count`` evaluation images; a UserError naming
+    ``flag`` where they hold no object (mAP needs some)."""
+    truth = data.dataset.ground_truth(data.dataset.cache_rows[:count])
+    if not truth["annotations"]:
+        raise UserError(f"the first {count} evaluation images have no ground-truth boxes: "
+                        f"pass more {flag} or a dataset with objects")
+    return truth
 
 
 def detection_quality(task: Any, spec: Any, data: Any, test: Backend, ref: Backend,
@@ -72,14 +90,11 @@ def detection_quality(task: Any, spec: Any, data: Any, test: Backend, ref: Backe
     the first ``count`` samples with the paired change (points, bootstrap over images)."""
     from quantmark.tasks.detection import scoring
 
-    got, want = _outputs(test, data, count, batch), _outputs(ref, data, count, batch)
-    truth = data.dataset.ground_truth(data.dataset.cache_rows[:count])
-    if not truth["annotations"]:
-        raise UserError(f"the first {count} evaluation images have no ground-truth boxes: "
-                        "pass more --samples or a dataset with objects")
-    change = scoring.paired_change(truth, _detections(task, spec, data, want),
-                                   _detections(task, spec, data, got))
-    log.info("final output: %s mAP %.2f vs %.2f", task.metric.name, change.candidate,
+    got, want = outputs(test, data, count, batch), outputs(ref, data, count, batch)
+    truth = ground_truth(data, count, "--samples")
+    change = scoring.paired_change(truth, detections(task, spec, data, want),
+                                   detections(task, spec, data, got))
+    log.info("final output: %s %.2f vs %.2f (reference)", task.metric.name, change.candidate,
              change.baseline)
     return {"output": output_error(got, want), "metric": task.metric.to_record(),
             "images": change.images, "test": round(change.candidate, 3),

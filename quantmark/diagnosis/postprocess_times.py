@@ -2,12 +2,13 @@
 as a SUT runs it, for ``run.py profile``.
 
 MLPerf times the SUT up to its final answers, so a detector's NMS is part of the SUT's work
-though no framework profiler sees it: it runs in quantmark's numpy after ``predict``. It is
-timed here on the same batch the profiler ran, over each SUT's own outputs (an INT8 model's
-scores let another number of candidates through, so its NMS may cost more or less), and
-becomes rows beside the layers (``rows``). NMS is split out by timing the postprocessing
-module's ``nms`` while it runs: the rest (threshold, boxes, top-K, LoadGen arrays) is its own
-row, so a slow NMS is never mistaken for slow decoding.
+though no framework profiler sees it: it runs after ``predict``, on the SUT's framework's NMS op
+or quantmark's shared numpy one. It is timed here on the same batch the profiler ran, over each
+SUT's own outputs (an INT8 model's scores let another number of candidates through, so its NMS
+may cost more or less), and becomes rows beside the layers (``rows``). NMS is split out by
+timing the suppressor the SUT's respond uses (wrapped, the same op with a clock around it),
+whose name its row carries; the rest (threshold, boxes, top-K, LoadGen arrays) is its own row,
+so a slow NMS is never mistaken for slow decoding.
 """
 
 from __future__ import annotations
@@ -21,12 +22,20 @@ from typing import Any
 import numpy as np
 
 from quantmark.diagnosis.layer_times import Layer, Row
+from quantmark.tasks.detection.postprocess import SHARED_NMS
 
 KERNEL = "quantmark numpy"
-NMS_ROW = f"postprocess: NMS ({KERNEL})"
+NMS_ROW = f"postprocess: NMS ({KERNEL})"  # the shared numpy NMS's row, named as it always was
 REST_ROW = f"postprocess: decode and responses ({KERNEL})"
 WHOLE_ROW = f"postprocess: task respond ({KERNEL})"
 MATCHED_BY = "postprocess"
+
+
+def nms_row(suppressor: str) -> str:
+    """The NMS row of a SUT whose NMS is ``suppressor`` (its name): a framework's op is named
+    in its row ("postprocess: NMS (OpenVINO NMS-9 op)"), so two SUTs' rows pair only where
+    the same NMS ran."""
+    return NMS_ROW if suppressor == SHARED_NMS else f"postprocess: NMS ({suppressor})"
 
 
 @dataclass(frozen=True)
@@ -36,46 +45,45 @@ class Step:
     name: str
     op_type: str
     median_ms: float
+    kernel: str = KERNEL  # what ran it: an NMS step names the op
 
 
-def _nms_module() -> Any:
-    """The detection postprocessing module, whose ``nms`` is timed (None: not installed)."""
-    try:
-        from quantmark.tasks.detection import postprocess
-    except ImportError:  # pragma: no cover - the tasks package ships with quantmark
-        return None
-    return postprocess
+class _TimedSuppressor:
+    """The SUT's suppressor with a clock around it: the NMS share of each respond call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.spent: list[float] = []
+
+    def __call__(self, *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.inner(*args)
+        finally:
+            self.spent.append(time.perf_counter() - start)
 
 
 def _timed_calls(respond: Callable[..., Any], outputs: np.ndarray, indices: list[int],
-                 iterations: int, warmup: int) -> tuple[list[float], list[float]]:
-    """Wall ms of each ``respond`` call, and of the NMS inside it (0 where none ran)."""
-    module = _nms_module()
-    original = getattr(module, "nms", None)
-    spent: list[float] = []
-
-    def timed_nms(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent.append(time.perf_counter() - start)
-
+                 iterations: int, warmup: int) -> tuple[list[float], list[float], str]:
+    """Wall ms of each ``respond`` call, of the NMS inside it (0 where none ran), and the
+    NMS's name ("" where the respond has no suppressor: another task's, or NMS in the
+    model). A respond with a suppression step has it as ``suppressor`` and can be rebuilt
+    with another (``with_suppressor``)."""
+    inner = getattr(respond, "suppressor", None)
+    timer = _TimedSuppressor(inner) if inner is not None else None
+    if timer is not None:
+        respond = respond.with_suppressor(timer)
     whole, nms = [], []
-    if original is not None:
-        module.nms = timed_nms  # single-threaded here: the profile's only caller
-    try:
-        for i in range(warmup + iterations):
-            spent.clear()
-            start = time.perf_counter()
-            respond(outputs, indices)
-            if i >= warmup:
-                whole.append(1000.0 * (time.perf_counter() - start))
-                nms.append(1000.0 * sum(spent))
-    finally:
-        if original is not None:
-            module.nms = original
-    return whole, nms
+    for i in range(warmup + iterations):
+        if timer is not None:
+            timer.spent.clear()
+        start = time.perf_counter()
+        respond(outputs, indices)
+        if i >= warmup:
+            whole.append(1000.0 * (time.perf_counter() - start))
+            nms.append(1000.0 * sum(timer.spent) if timer is not None else 0.0)
+    return whole, nms, timer.name if timer is not None else ""
 
 
 def time_respond(respond: Callable[..., Any] | None, backend: Any, samples: np.ndarray,
@@ -85,19 +93,21 @@ def time_respond(respond: Callable[..., Any] | None, backend: Any, samples: np.n
     if respond is None:
         return []
     outputs = backend.predict(backend.encode_samples(samples))
-    whole, nms = _timed_calls(respond, outputs, list(range(len(samples))), iterations,
-                              warmup)
+    whole, nms, name = _timed_calls(respond, outputs, list(range(len(samples))), iterations,
+                                    warmup)
     whole_ms, nms_ms = statistics.median(whole), statistics.median(nms)
     if not any(nms):  # no NMS ran here (a model with NMS inside, or another task's respond)
         return [Step(WHOLE_ROW, "Postprocess", whole_ms)]
     rest = statistics.median(w - n for w, n in zip(whole, nms, strict=True))
-    return [Step(NMS_ROW, "NMS", nms_ms), Step(REST_ROW, "Postprocess", max(rest, 0.0))]
+    return [Step(nms_row(name), "NMS", nms_ms, kernel=name),
+            Step(REST_ROW, "Postprocess", max(rest, 0.0))]
 
 
 def _layer(step: Step | None) -> Layer | None:
     if step is None:
         return None
-    return Layer(step.name, step.op_type, KERNEL, "fp32", step.median_ms, onnx_layer=step.name)
+    return Layer(step.name, step.op_type, step.kernel, "fp32", step.median_ms,
+                 onnx_layer=step.name)
 
 
 def rows(test: Sequence[Step], reference: Sequence[Step]) -> list[Row]:
@@ -114,6 +124,6 @@ def record(steps: Sequence[Step], end_to_end_ms: float) -> dict[str, Any]:
     SUT's timed work (the profiled inference plus its postprocessing)."""
     total = sum(step.median_ms for step in steps)
     whole = end_to_end_ms + total
-    return {"steps": [{"name": s.name, "op_type": s.op_type, "kernel": KERNEL,
+    return {"steps": [{"name": s.name, "op_type": s.op_type, "kernel": s.kernel,
                        "median_ms": s.median_ms} for s in steps],
             "total_ms": total, "share_of_sut_ms": total / whole if whole else 0.0}

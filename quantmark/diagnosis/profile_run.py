@@ -115,9 +115,9 @@ def profile_with_postprocess(config: ProfileConfig, name: str, spec: Any, data: 
     try:
         samples = data.batch(backend.layout, 0, config.batch_size)
         found = module.profile(backend, samples, config.iterations, config.warmup)
-        steps = postprocess_times.time_respond(
-            data.task.respond(spec) if data.task is not None else None, backend, samples,
-            config.iterations, config.warmup)
+        respond = data.task.for_sut(info).respond(spec) if data.task is not None else None
+        steps = postprocess_times.time_respond(respond, backend, samples, config.iterations,
+                                               config.warmup)
     except SutError as exc:  # the framework's profiler or tool is missing here
         return None, str(exc), []
     finally:
@@ -160,7 +160,7 @@ def run(config: ProfileConfig) -> dict[str, Any]:
                                                       calibration, label)
         found[label] = tuple(side)
     result = record(config, spec.name, found, graph, onnx_model, post)
-    result["task"] = task.describe(spec)
+    result["task"] = task.for_sut(require_available(config.sut)).describe(spec)
     return result
 
 

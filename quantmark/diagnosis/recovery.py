@@ -1,8 +1,9 @@
-"""The way back, measured: top-1 and throughput of the SUT re-quantized with its worst K layers
-kept in FP32, for K = 0, 1, 2, 4 ... up to ``--recover``.
+"""The way back, measured: quality and throughput of the SUT re-quantized with its worst K
+layers kept in FP32, for K = 0, 1, 2, 4 ... up to ``--recover``.
 
-Every variant is built with the framework's own exclusion mechanism and loaded once; top-1 is
-scored on the same evaluation samples for all (so changes are paired), and throughput is timed
+Every variant is built with the framework's own exclusion mechanism and loaded once; its
+quality is judged in its task's metric (``judges``: top-1 of a classifier, mAP of a detector)
+on the same evaluation samples for all (so changes are paired), and throughput is timed
 in interleaved rounds (round r times every variant once, in a rotated order) with the machine
 watched from this process: a round another process disturbed is flagged, and each figure is the
 median over rounds with its 95% interval (``report.stats``).
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from quantmark.report.stats import accuracy_change, figure_interval, speedup
+from quantmark.diagnosis.judges import Judge, change_record
+from quantmark.report.stats import figure_interval, speedup
 from quantmark.run.interference import Monitor
 from quantmark.sut.interface import Backend
 
@@ -42,29 +44,19 @@ class Variant:
     k: int | None  # None: the reference
     excluded: list[str]
     backend: Backend
-    correct: np.ndarray | None = None
+    answers: Any = None  # what it answered on the evaluation samples (its judge's form)
+    quality: float | None = None  # its figure in the judge's metric, once scored
     rates: list[float] = field(default_factory=list)  # samples/s, one per round
     disturbed: list[list[str]] = field(default_factory=list)  # per round: why, [] if quiet
     describe: dict[str, Any] = field(default_factory=dict)
 
 
-def predicted_classes(backend: Backend, scores: np.ndarray) -> np.ndarray:
-    """Class per sample from a backend's output (scores or class indices), on the dataset's
-    label scale."""
-    classes = scores if scores.ndim == 1 else scores.argmax(axis=1)
-    return np.asarray(classes, dtype=np.int64) - int(getattr(backend, "label_offset", 0))
-
-
-def score(variant: Variant, images: Callable[[str, int, int], np.ndarray], count: int,
-          labels: np.ndarray, batch: int) -> None:
-    """Which of the first ``count`` evaluation samples the variant gets right."""
-    backend = variant.backend
-    correct = []
-    for start in range(0, count, batch):
-        stop = min(start + batch, count)
-        x = backend.encode_samples(images(backend.layout, start, stop))
-        correct.append(predicted_classes(backend, backend.predict(x)) == labels[start:stop])
-    variant.correct = np.concatenate(correct)
+def score(variant: Variant, judge: Judge) -> None:
+    """The variant's answers on the judge's evaluation samples, logged in its metric."""
+    variant.answers = judge.answers(variant.backend)
+    variant.quality = judge.figure(variant.answers)
+    log.info("%s: %s %.2f%s on %d samples", variant.label, judge.metric.name, variant.quality,
+             judge.metric.unit, judge.count)
 
 
 def time_rounds(variants: Sequence[Variant], inputs: dict[int, np.ndarray], rounds: int,
@@ -89,29 +81,28 @@ def time_rounds(variants: Sequence[Variant], inputs: dict[int, np.ndarray], roun
             log.info("speed round %d of %d done", r + 1, rounds)
 
 
-def summarize(variants: Sequence[Variant], labels: np.ndarray,
-              groups: np.ndarray | None, batch: int = 0) -> list[dict[str, Any]]:
-    """One row per variant: top-1, its paired change against K=0, throughput with interval,
-    the speed ratio against K=0, and points of top-1 recovered per point of speed lost; with
-    the timed ``batch`` size, the latency of one batch (ms, interval) and top-1 points gained
-    per ms lost."""
+def summarize(variants: Sequence[Variant], judge: Judge, batch: int = 0
+              ) -> list[dict[str, Any]]:
+    """One row per variant: its quality in the judge's metric (the fields named by the
+    metric's key: ``top1``, ``map`` ...), its paired change against K=0, throughput with
+    interval, the speed ratio against K=0, and points of quality recovered per point of speed
+    lost; with the timed ``batch`` size, the latency of one batch (ms, interval) and points
+    gained per ms lost."""
+    key = judge.metric.key
     base = next(v for v in variants if v.k == 0)
     base_ms = figure_interval(batch_ms(base.rates, batch)).point if batch else 0.0
     rows = []
     for v in variants:
-        assert v.correct is not None
-        change = accuracy_change(base.correct, v.correct, groups) if v is not base else None
+        change = judge.change(base.answers, v.answers) if v is not base else None
         speed = figure_interval(v.rates)
         ratio = speedup(base.rates, v.rates, higher_is_better=True, paired=True)
         gained = change.delta_points if change is not None else 0.0
         speed_lost = (1.0 - ratio.point) * 100.0
         rows.append({
             "label": v.label, "k": v.k, "excluded": v.excluded,
-            "top1": round(100.0 * float(v.correct.mean()), 3), "samples": int(len(v.correct)),
-            "top1_change_vs_k0": None if change is None else {
-                "points": round(change.delta_points, 3), "low": round(change.low, 3),
-                "high": round(change.high, 3), "p_value": change.p_value,
-                "test": change.method, "groups": change.n_groups},
+            key: round(v.quality if v.quality is not None else judge.figure(v.answers), 3),
+            "samples": judge.count,
+            f"{key}_change_vs_k0": None if change is None else change_record(change),
             "samples_per_s": {"median": round(speed.point, 2),
                               "low": _round(speed.low), "high": _round(speed.high),
                               "rounds": speed.n, "method": speed.method,
@@ -119,14 +110,17 @@ def summarize(variants: Sequence[Variant], labels: np.ndarray,
             "speed_vs_k0": {"ratio": round(ratio.point, 4), "low": _round(ratio.low, 4),
                             "high": _round(ratio.high, 4), "verdict": ratio.verdict},
             "speed_lost_pct": round(speed_lost, 2),
-            "top1_per_speed_point": (round(gained / speed_lost, 3)
-                                     if v is not base and speed_lost > 0 else None),
+            f"{key}_per_speed_point": (round(gained / speed_lost, 3)
+                                       if v is not base and speed_lost > 0 else None),
             "disturbed_rounds": sum(bool(why) for why in v.disturbed),
             "disturbed_why": sorted({w for why in v.disturbed for w in why}),
             "executed_precision": v.describe.get("executed_precision"),
         })
+        if "detector" in v.describe:  # a detector's head, as its load-time profile saw it run
+            rows[-1]["detector_head"] = v.describe["detector"]
         if batch:
-            rows[-1].update(latency_fields(v, batch, base_ms, gained if v is not base else None))
+            rows[-1].update(latency_fields(v, batch, base_ms, gained if v is not base else None,
+                                           key))
     return rows
 
 
@@ -135,17 +129,18 @@ def batch_ms(rates: Sequence[float], batch: int) -> list[float]:
     return [batch * 1000.0 / rate for rate in rates]
 
 
-def latency_fields(variant: Variant, batch: int, base_ms: float,
-                   gained: float | None) -> dict[str, Any]:
-    """The measured latency of one batch with its interval, and top-1 points gained per ms
-    lost against K=0 (None for K=0 itself, or where nothing was lost)."""
+def latency_fields(variant: Variant, batch: int, base_ms: float, gained: float | None,
+                   key: str = "top1") -> dict[str, Any]:
+    """The measured latency of one batch with its interval, and points of the metric (its
+    ``key``) gained per ms lost against K=0 (None for K=0 itself, or where nothing was
+    lost)."""
     ms = figure_interval(batch_ms(variant.rates, batch))
     lost = ms.point - base_ms
     return {"ms_per_batch": {"median": round(ms.point, 4), "low": _round(ms.low, 4),
                              "high": _round(ms.high, 4), "batch": batch},
             "ms_lost_vs_k0": round(lost, 4),
-            "top1_per_ms": (round(gained / lost, 3) if gained is not None and lost > 0
-                            else None)}
+            f"{key}_per_ms": (round(gained / lost, 3) if gained is not None and lost > 0
+                              else None)}
 
 
 def _round(value: float | None, digits: int = 2) -> float | None:

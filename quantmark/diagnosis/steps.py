@@ -19,6 +19,7 @@ import numpy as np
 
 from quantmark.diagnosis import (
     hooks,
+    judges,
     layer_errors,
     layer_times,
     output_quality,
@@ -27,7 +28,6 @@ from quantmark.diagnosis import (
 )
 from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
-from quantmark.ground.metric import TOP1
 from quantmark.qsl.cache import cached_images
 from quantmark.qsl.calibration_sets import CalibrationProvider
 from quantmark.qsl.groups import read_groups
@@ -39,6 +39,12 @@ from quantmark.tasks.catalog import task_for
 from quantmark.tasks.contract import Task
 
 log = logging.getLogger(__name__)
+
+#: how the recovery curve times its points
+TIMING = "one caller, predict on a batch in a loop; rounds interleaved"
+#: a task whose SUT postprocesses after predict (a detector's NMS): the curve times the model
+UNTIMED_POSTPROCESS = ("; the task's postprocessing after predict is not timed here (the "
+                       "same for every point; run.py profile times it)")
 
 
 @dataclass
@@ -56,7 +62,7 @@ class DiagnoseConfig(WorkloadFields):
     profile_iterations: int = 20  # profiled inferences pricing each candidate layer in ms
     profile_warmup: int = 5
     damage: tuple[tuple[str, float], ...] = ()  # injected weight faults (testing diagnosis)
-    eval_samples: int | None = None  # top-1 of the recovery curve on these (None: all)
+    eval_samples: int | None = None  # the recovery curve is judged on these (None: all)
     rounds: int = 5  # interleaved speed rounds of the recovery curve
     round_seconds: float = 1.0
     batch_size: int = 8
@@ -135,8 +141,9 @@ def reference_name(config: DiagnoseConfig) -> str:
 
 def check(config: DiagnoseConfig, reference: str, count: int, task: Task | None = None
           ) -> None:
-    if task is not None and config.recover and task.metric != TOP1:
-        raise UserError(f"--recover: recovery is judged in top-1; not yet for {task.name}")
+    why = judges.refusal(task) if task is not None and config.recover else None
+    if why:
+        raise UserError(why)
     if reference == config.sut and not config.damage:
         raise UserError(f"diagnose {config.sut} against itself: pass --against another SUT")
     if config.samples < 1 or config.chunk < 1 or config.worst < 1 or config.recover < 0:
@@ -153,6 +160,15 @@ def check(config: DiagnoseConfig, reference: str, count: int, task: Task | None 
                             "per-layer profiler in quantmark yet; use --recover-by accuracy")
     if count < 1:
         raise UserError("the dataset has no evaluation samples")
+
+
+def judge_of(config: DiagnoseConfig, task: Task, spec: Any, data: Data) -> judges.Judge | None:
+    """The recovery curve's judge in the task's metric, on ``--eval-samples`` (None without
+    ``--recover``); made before any SUT is built, so data it cannot judge is refused first."""
+    if not config.recover:
+        return None
+    count = min(config.eval_samples or len(data.labels), len(data.labels))
+    return judges.judge_for(task, spec, data, count, config.batch_size)
 
 
 def capture_errors(config: DiagnoseConfig, data: Data, test: tuple[Backend, ModuleType],
@@ -190,6 +206,7 @@ def run(config: DiagnoseConfig) -> dict[str, Any]:
     reference = reference_name(config)
     data, calibration = open_data(config, spec)
     check(config, reference, len(data.labels), task)
+    judge = judge_of(config, task, spec, data)
     damage = Recipe(damage=config.damage)
     test = build(config, config.sut, spec, calibration, damage)
     ref = build(config, reference, spec, calibration)
@@ -213,12 +230,13 @@ def run(config: DiagnoseConfig) -> dict[str, Any]:
         "describe": {"test": test[0].describe(), "reference": ref[0].describe()},
         "task": task.describe(spec),
     }
-    if task.metric != TOP1:  # a detector: the final output's error and both SUTs' mAP
+    if output_quality.scores_boxes(task):  # the final output's error, both SUTs' metric
         record["quality"] = output_quality.detection_quality(
             task, spec, data, test[0], ref[0], record["samples"], config.batch_size)
-    if config.recover:
+    if judge is not None:
         try:
-            record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs)
+            record["recovery"] = recover(config, data, calibration, spec, test, ref, pairs,
+                                         judge)
         except (UserError, SutError) as exc:  # the diagnosis itself stands: keep it
             record["recovery_failed"] = str(exc)
     for backend in (test[0], ref[0]):
@@ -291,12 +309,13 @@ def _profile_facts(found: Any) -> dict[str, Any] | None:
 
 def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
             test: tuple[Backend, ModuleType], ref: tuple[Backend, ModuleType],
-            pairs: list[layer_errors.Pair]) -> dict[str, Any]:
+            pairs: list[layer_errors.Pair], judge: judges.Judge) -> dict[str, Any]:
     """The recovery curve: K = 0, 1, 2, 4 ... ``recover`` candidate layers in FP32, plus the
-    reference, scored on the evaluation samples and timed in interleaved rounds. The candidates
-    are the worst ``max(worst, recover)`` excludable layers, each priced in ms from the two
-    SUTs' profiles, taken worst first or (``recover_by="ms"``) most SQNR per ms first; each
-    point's latency is predicted from the prices beside its measured one."""
+    reference, judged in the task's metric on ``judge``'s evaluation samples and timed in
+    interleaved rounds. The candidates are the worst ``max(worst, recover)`` excludable
+    layers, each priced in ms from the two SUTs' profiles, taken worst first or
+    (``recover_by="ms"``) most SQNR per ms first; each point's latency is predicted from the
+    prices beside its measured one."""
     points = recovery.curve_points(config.recover)
     candidates, priced = price(config, data, spec, test, ref, pairs,
                                excludable_pairs(pairs, max(config.worst, max(points))))
@@ -311,23 +330,18 @@ def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
                                          describe=backend.describe()))
     variants.append(recovery.Variant(f"reference {reference_name(config)}", None, [], ref[0],
                                      describe=ref[0].describe()))
-    count = min(config.eval_samples or len(data.labels), len(data.labels))
     for variant in variants:
-        recovery.score(variant, data.batch, count, data.labels, config.batch_size)
-        log.info("%s: top-1 %.2f%% on %d samples", variant.label,
-                 100 * float(variant.correct.mean()), count)
+        recovery.score(variant, judge)
     inputs = {id(v): v.backend.encode_samples(data.batch(v.backend.layout, 0, config.batch_size))
               for v in variants}
     recovery.time_rounds(variants, inputs, config.rounds, config.round_seconds)
-    groups = data.groups[:count] if data.groups is not None else None
-    rows = recovery.summarize(variants, data.labels[:count], groups,
-                              len(next(iter(inputs.values()))))
+    rows = recovery.summarize(variants, judge, len(next(iter(inputs.values()))))
     recovery_cost.add_predictions(rows, {cost.name: cost for cost in candidates})
     for variant in variants[1:-1]:
         variant.backend.close()
-    return {"points": points, "eval_samples": count, "rounds": config.rounds,
+    return {"points": points, "eval_samples": judge.count, "rounds": config.rounds,
             "round_seconds": config.round_seconds, "batch_size": config.batch_size,
-            "timing": "one caller, predict on a batch in a loop; rounds interleaved",
+            "timing": TIMING + (UNTIMED_POSTPROCESS if judge.postprocessed else ""),
             "recover_by": config.recover_by, "order": ranked,
             "candidates": [cost.record() for cost in candidates], "costs": priced,
             "rows": rows}

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from quantmark.diagnosis import recovery, recovery_cost
+from quantmark.diagnosis import judges, recovery, recovery_cost
 from quantmark.diagnosis.layer_times import GraphNode
 from quantmark.diagnosis.layer_times import layers as profile_layers
 from quantmark.ground.errors import UserError
+from quantmark.ground.metric import TOP1
 from quantmark.sut.profiling import LayerTime, Profile
 
 
@@ -159,12 +160,13 @@ def test_curve_rows_carry_the_measured_latency_of_a_batch_and_top1_per_ms_lost()
     def variant(label: str, k: int, rates: list[float], right: int) -> recovery.Variant:
         correct = np.zeros(10, dtype=bool)
         correct[:right] = True
-        return recovery.Variant(label, k, [], None, correct=correct, rates=rates,
+        return recovery.Variant(label, k, [], None, answers=correct, rates=rates,
                                 disturbed=[[] for _ in rates])
 
-    labels = np.zeros(10, dtype=np.int64)
+    judge = judges.TopOne(TOP1, 10, 8, lambda layout, start, stop: np.zeros(0),
+                          np.zeros(10, dtype=np.int64), None)
     rows = recovery.summarize([variant("K=0", 0, [800.0, 800.0, 800.0], 5),
-                               variant("K=1", 1, [400.0, 400.0, 400.0], 8)], labels, None, 8)
+                               variant("K=1", 1, [400.0, 400.0, 400.0], 8)], judge, 8)
     assert rows[0]["ms_per_batch"]["median"] == pytest.approx(10.0)  # 8 samples at 800/s
     assert rows[1]["ms_per_batch"]["median"] == pytest.approx(20.0)
     assert rows[1]["ms_lost_vs_k0"] == pytest.approx(10.0)

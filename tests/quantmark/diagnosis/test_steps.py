@@ -12,6 +12,7 @@ from quantmark.diagnosis import layer_errors  # noqa: E402
 from quantmark.diagnosis import steps as job  # noqa: E402
 from quantmark.ground.errors import UserError  # noqa: E402
 from quantmark.sut.layers import Recipe  # noqa: E402
+from quantmark.tasks.catalog import get_task  # noqa: E402
 from tests.digits_model import DIGITS_SPEC  # noqa: E402
 
 DAMAGE_FACTOR = 100.0
@@ -57,7 +58,9 @@ def test_the_damaged_layer_is_the_worst_and_the_first_jump_and_k1_recovers_it(se
     healthy_top1, damaged_top1 = _top1(healthy, data), _top1(damaged, data)
     assert damaged_top1 < healthy_top1 - 5  # the fault costs accuracy: a real fault
 
-    curve = job.recover(config, data, calibration, DIGITS_SPEC, damaged, ref, broken.pairs)
+    judge = job.judge_of(config, get_task("classification"), DIGITS_SPEC, data)
+    curve = job.recover(config, data, calibration, DIGITS_SPEC, damaged, ref, broken.pairs,
+                        judge)
     rows = {row["label"]: row for row in curve["rows"]}
     assert rows["K=1"]["excluded"] == [target]
     assert abs(rows["K=1"]["top1"] - healthy_top1) <= 1.0
