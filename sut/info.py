@@ -148,3 +148,9 @@ class FrameworkInfo:
     rank: int = 100  # listing position: lower first (CPU SUTs before GPU SUTs)
     # its SUTs also take a TensorFlow SavedModel directory as --model-path (checked up front)
     model_folders: bool = False
+    # "module:callable" building the framework's NMS op, which a detector's postprocessing
+    # suppresses with (quantmark.tasks.detection), relative to the folder's package as a
+    # factory is (".nms:create"); None: quantmark's shared numpy NMS, for ``no_nms``'s reason
+    nms: str | None = None
+    # why a framework without ``nms`` has none ("torch has no NMS op without torchvision")
+    no_nms: str = ""

@@ -32,7 +32,8 @@ from quantmark.sut.info import PRECISION_KEY_PATTERN, PRECISION_KEYS, FrameworkI
 __all__ = ["ENTRY_POINT_GROUP", "FP32_BASELINE", "FRAMEWORKS", "GPU_FP32_BASELINE",
            "KEEP_FLOAT_OPTION", "SUTS", "FrameworkInfo", "SutInfo", "availability",
            "check_options", "factory_module", "find_sut", "fp32_baseline", "get_sut",
-           "keep_float_layers", "load_factory", "module_sut", "needs_calibration",
+           "keep_float_layers", "load_factory", "load_nms", "module_sut", "needs_calibration",
+           "no_nms_reason",
            "require_available", "takes_keep_float", "variant_order"]
 
 log = logging.getLogger(__name__)
@@ -369,3 +370,24 @@ def load_factory(info: SutInfo) -> Callable[..., Any]:
     module_name, _, attribute = info.factory.partition(":")
     module = importlib.import_module(module_name, package=info.package or __package__)
     return getattr(module, attribute)
+
+
+def load_nms(info: SutInfo) -> Callable[[], Any] | None:
+    """What builds the NMS op of the SUT's framework (``FrameworkInfo.nms``, resolved against
+    the package that declared the SUT, as ``load_factory``; importing it imports the
+    framework), or None where the framework declares none."""
+    framework = FRAMEWORKS.get(info.framework)
+    if framework is None or framework.nms is None:
+        return None
+    module_name, _, attribute = framework.nms.partition(":")
+    module = importlib.import_module(module_name, package=info.package or __package__)
+    return getattr(module, attribute)
+
+
+def no_nms_reason(info: SutInfo) -> str:
+    """Why the SUT's framework has no NMS op (its ``no_nms``, or that it declares none)."""
+    framework = FRAMEWORKS.get(info.framework)
+    if framework is not None and framework.nms is not None:
+        return ""
+    return (framework.no_nms if framework is not None and framework.no_nms
+            else f"{info.framework} declares no NMS op to quantmark")

@@ -51,7 +51,8 @@ class QualityChange(PointsChange):
 
 
 class Task(ABC):
-    """A kind of model and how it is scored. Instances are stateless; one per task folder."""
+    """A kind of model and how it is scored. Instances are stateless: one per task folder,
+    and the copies ``for_sut`` binds to a SUT."""
 
     #: the task's name (the folder's): ``--task`` takes it, results.json records it
     name: ClassVar[str]
@@ -97,6 +98,14 @@ class Task(ABC):
         return QuerySampleLibrary.from_dataset(dataset, recipe_for(spec, backend.layout),
                                                spec.performance_sample_count,
                                                encode=backend.encode_samples)
+
+    def for_sut(self, sut: Any) -> Task:
+        """The task as the SUT ``sut`` (its ``SutInfo``) runs it: where a task's
+        postprocessing has a framework's own form (a detector's NMS on the framework's op),
+        a copy bound to that SUT, whose ``respond`` and ``describe`` both use it, so a run's
+        timed work and its record agree. By default the task itself: classification, and a
+        task written without it, run the same for every SUT."""
+        return self
 
     def respond(self, spec: Any) -> Respond | None:
         """The postprocessing the SUT runs after predict, in its timed work; None: the

@@ -141,6 +141,9 @@ def prepare(config: RunConfig, on_fatal: Callable[[str], None] | None = None) ->
     else:
         spec, info, dataset, calibration, backend, times = build_sut(config)
         qsl = task.sample_library(dataset, spec, backend)
+    # the task as this SUT runs it (a detector's NMS on its framework's op): the warm-up, the
+    # run's responses and the record all use this one
+    task = task.for_sut(info)
     if on_fatal is not None:
         backend.arm(on_fatal)
     workers, measurement, built = plan_settings(config, spec, backend, qsl, times, task)

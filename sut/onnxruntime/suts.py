@@ -56,4 +56,5 @@ FRAMEWORK = FrameworkInfo(
     gpu_fp32_baseline="ort-cuda-fp32",
     variant_order=("fp32", "fp16", "int8", "int8dyn"),
     rank=10,
+    nms=".nms:create",
 )

@@ -39,4 +39,5 @@ FRAMEWORK = FrameworkInfo(
     fp32_baseline="ov-fp32",
     variant_order=("fp32", "fp16", "bf16", "int8"),
     rank=20,
+    nms=".nms:create",
 )

@@ -57,4 +57,7 @@ FRAMEWORK = FrameworkInfo(
     gpu_fp32_baseline="torch-cuda-fp32",
     variant_order=("fp32", "fp16", "bf16", "int8", "int8dyn", "compile"),
     rank=40,
+    # torch's NMS op is torchvision.ops.nms, and quantmark does not depend on torchvision:
+    # a detector's NMS is the shared numpy one
+    no_nms="torch has no NMS op without torchvision",
 )

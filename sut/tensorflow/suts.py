@@ -36,4 +36,5 @@ FRAMEWORK = FrameworkInfo(
     variant_order=("fp32", "xla", "amp"),
     rank=50,
     model_folders=True,
+    nms=".nms:create",
 )

@@ -41,4 +41,5 @@ FRAMEWORK = FrameworkInfo(
     pip_names={"ai_edge_litert": "ai-edge-litert"},
     rank=30,
     model_folders=True,
+    nms=".nms:create",
 )

@@ -5,11 +5,12 @@ or YOLO-format dataset, letterboxed inputs, NMS inside the SUT's timed work, COC
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from quantmark.ground.errors import UserError
+from quantmark.ground.errors import SutError, UserError
 from quantmark.ground.hashing import atomic_write_text
 from quantmark.ground.metric import Metric
 from quantmark.tasks.contract import QualityChange, Respond, Task
@@ -24,6 +25,34 @@ GROUND_TRUTH_FILE = "ground_truth.json"
 CALIBRATION_IMAGES = 256
 
 
+#: each framework's NMS op, built once per process (framework name -> its suppressor)
+_SUPPRESSORS: dict[str, Any] = {}
+_SUPPRESSORS_LOCK = threading.Lock()
+
+
+def _framework_suppressor(sut: Any) -> Any:
+    """The suppression step of ``sut``'s framework: its NMS op, built on first use (at run
+    start, by the run's first ``respond``), or the shared numpy NMS with the reason it has
+    none. An op that fails to build is the SUT's one-line error, never numpy in its place."""
+    from quantmark.sut.registry import load_nms, no_nms_reason
+    from quantmark.tasks.detection.postprocess import NativeSuppressor, NumpySuppressor
+
+    with _SUPPRESSORS_LOCK:
+        if sut.framework not in _SUPPRESSORS:
+            try:
+                build = load_nms(sut)
+                _SUPPRESSORS[sut.framework] = (
+                    NumpySuppressor(reason=no_nms_reason(sut)) if build is None
+                    else NativeSuppressor(build()))
+            except (UserError, SutError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - any framework error is the SUT's
+                lines = str(exc).strip().splitlines() or [""]
+                raise SutError(f"{sut.name}: {sut.framework}'s NMS op could not be built "
+                               f"({type(exc).__name__}: {lines[0]})") from exc
+        return _SUPPRESSORS[sut.framework]
+
+
 def _no_builder(num_classes: int) -> Any:
     raise UserError("this detector comes from its ONNX file: it has no torch architecture "
                     "quantmark can rebuild; the torch-* SUTs need a built-in --model")
@@ -34,6 +63,15 @@ class DetectionTask(Task):
     metric: ClassVar[Metric] = Metric(key="map", name="mAP@[.5:.95]", unit="%")
     models: ClassVar[tuple[str, ...]] = (BUILTIN_MODEL,)
     pairs_runs: ClassVar[bool] = True
+
+    def __init__(self, sut: Any = None) -> None:
+        #: the SUT (its SutInfo) whose framework's NMS op suppresses; None: the shared numpy
+        #: NMS (what diagnose judges accuracy with)
+        self.sut = sut
+
+    def for_sut(self, sut: Any) -> DetectionTask:
+        """This task with NMS on ``sut``'s framework's op (``FrameworkInfo.nms``)."""
+        return DetectionTask(sut)
 
     def claims(self, model_path: Path) -> bool:
         from quantmark.models.workload import inspect_onnx
@@ -123,14 +161,16 @@ class DetectionTask(Task):
         return str(listing)
 
     def respond(self, spec: Any) -> Respond | None:
+        """Threshold, best class, the SUT's framework's NMS op (or numpy's), top-K: the
+        SUT's final detections."""
         from quantmark.tasks.detection.postprocess import Postprocess
 
-        return Postprocess(head=spec.head, num_classes=spec.num_classes)
+        suppressor = (_framework_suppressor(self.sut)
+                      if self.sut is not None and spec.head == "raw" else None)
+        return Postprocess(head=spec.head, num_classes=spec.num_classes, suppressor=suppressor)
 
     def describe(self, spec: Any) -> dict[str, Any]:
-        from quantmark.tasks.detection.postprocess import Postprocess
-
-        post = Postprocess(head=spec.head, num_classes=spec.num_classes)
+        post = self.respond(spec)
         return {**super().describe(spec), "head": spec.head, "postprocess": post.describe(),
                 "input": f"letterbox {spec.input_size}x{spec.input_width}, RGB, pixels/255"}
 

@@ -24,6 +24,8 @@ empty answer is one sentinel row of class -1. qsl_index is exact in float32 up t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -35,6 +37,8 @@ HEADS = ("raw", "nms")
 MAX_CANDIDATES = 30000
 NO_DETECTION = -1.0  # the sentinel row's class
 NMS_BLOCK = 128  # candidates per block (measured: 128-256 fastest for 8400 anchors)
+#: what the record names where quantmark's own NMS ran
+SHARED_NMS = "quantmark numpy NMS (shared)"
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray, iou_threshold: float) -> np.ndarray:
@@ -89,6 +93,65 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
     return np.asarray(keep, dtype=np.intp)
 
 
+class Suppressor(Protocol):
+    """The suppression step of NMS, the one part a framework may run with its own op: class-
+    offset boxes (xyxy ``[M, 4]``, float64), their scores ``[M]``, the IoU threshold and how
+    many to keep -> the indices kept, best score first, as ``nms`` keeps them. ``name`` is
+    what the record says ran ("onnxruntime NonMaxSuppression op")."""
+
+    name: str
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class NumpySuppressor:
+    """``nms``, for every SUT whose framework has no NMS op; ``reason`` says why it ran where
+    a framework's op might have ("torch has no NMS op without torchvision")."""
+
+    reason: str = ""
+    name: str = SHARED_NMS
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray:
+        return nms(boxes, scores, iou_threshold, max_keep)
+
+
+@dataclass(frozen=True)
+class NativeSuppressor:
+    """A framework's NMS op (``op``: float32 boxes that all have an area, their float32
+    scores, the threshold, the cap -> kept indices, best first) made to keep what ``nms``
+    keeps. Boxes without an area (x2 <= x1 or y2 <= y1, or an area of 0 in float32) overlap
+    nothing under ``nms``'s rule, so they are kept here without the op and merged in by score
+    (ties: lower index first): LiteRT's NON_MAX_SUPPRESSION_V4 keeps a zero-area box again
+    and again, and the ONNX and TF ops sort a box's corners, giving an inverted box an
+    area. The op computes in float32: class offsets of ~1e5 px round boxes to ~0.01 px there,
+    which may flip a pair whose IoU is that close to the threshold."""
+
+    op: Suppressor
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray:
+        boxes = np.ascontiguousarray(boxes, dtype=np.float32).reshape(-1, 4)
+        scores = np.ascontiguousarray(scores, dtype=np.float32).reshape(-1)
+        sides = boxes[:, 2:] - boxes[:, :2]
+        has_area = (sides > 0).all(axis=1) & (sides[:, 0] * sides[:, 1] > 0)
+        if has_area.all() and len(boxes):
+            return np.asarray(self.op(boxes, scores, iou_threshold, max_keep), dtype=np.intp)
+        proper = np.flatnonzero(has_area)
+        kept = np.zeros(0, np.intp)
+        if proper.size:
+            found = self.op(boxes[proper], scores[proper], iou_threshold, max_keep)
+            kept = proper[np.asarray(found, dtype=np.intp)]
+        merged = np.concatenate((kept, np.flatnonzero(~has_area)))
+        return merged[np.lexsort((merged, -scores[merged]))][:max_keep]
+
+
 def _raw_layout(shape: tuple[int, ...], num_classes: int) -> bool:
     """Whether a raw head is transposed (``[N, A, 4 + C]``); the untransposed form wins when
     both axes are 4 + C."""
@@ -103,7 +166,7 @@ def _raw_layout(shape: tuple[int, ...], num_classes: int) -> bool:
 
 
 def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: float,
-                       max_det: int) -> np.ndarray:
+                       max_det: int, suppressor: Suppressor) -> np.ndarray:
     """One sample of a raw head: best class per anchor, threshold, class-aware NMS, top-K."""
     scores = pred[:, 4:] if transposed else pred[4:]
     axis = 1 if transposed else 0
@@ -126,7 +189,7 @@ def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: flo
     # class-aware in one pass: each class's boxes are moved to their own region (float64, so
     # the offset costs no precision), where no box of another class can overlap them
     span = float(np.abs(boxes).max()) * 2 + 1
-    keep = nms(boxes + (classes * span)[:, None], best[anchors], iou, max_det)
+    keep = suppressor(boxes + (classes * span)[:, None], best[anchors], iou, max_det)
     out = np.empty((keep.size, 6), np.float32)
     out[:, :4] = boxes[keep]
     out[:, 4] = best[anchors[keep]]
@@ -143,17 +206,20 @@ def _decode_nms_sample(rows: np.ndarray, conf: float, max_det: int) -> np.ndarra
 
 
 def decode(outputs: np.ndarray, head: str, num_classes: int, conf_threshold: float = 0.001,
-           iou_threshold: float = 0.7, max_detections: int = 300) -> list[np.ndarray]:
+           iou_threshold: float = 0.7, max_detections: int = 300,
+           suppressor: Suppressor | None = None) -> list[np.ndarray]:
     """Per-sample detections ``[K, 6]`` float32 (x1, y1, x2, y2, score, class) in model-input
-    pixels, score descending; see the module docstring for the heads."""
+    pixels, score descending; see the module docstring for the heads. A raw head's suppression
+    runs on ``suppressor`` (default: ``nms``)."""
     outputs = np.asarray(outputs)
     if outputs.ndim != 3:
         raise UserError(f"detector output has shape {list(outputs.shape)}, not 3 axes; a "
                         "detector's output is [N, 4 + C, anchors] (raw) or [N, K, 6] (nms)")
     if head == "raw":
         transposed = _raw_layout(outputs.shape, num_classes)
+        suppressor = suppressor or NumpySuppressor()
         return [_decode_raw_sample(sample, transposed, conf_threshold, iou_threshold,
-                                   max_detections) for sample in outputs]
+                                   max_detections, suppressor) for sample in outputs]
     if head == "nms":
         if outputs.shape[2] != 6:
             raise UserError(f"nms detector output {list(outputs.shape)} is not [N, K, 6] "
@@ -182,42 +248,55 @@ def responses(detections: list[np.ndarray], indices: Sequence[int]) -> list[np.n
     return out
 
 
+@dataclass(frozen=True)
 class Postprocess:
     """The SUT's post-processing step, built once per run: ``post(outputs, indices)`` gives
     the responses. ``describe()`` is what the run record keeps, so two runs' detections are
-    known to be cut the same way."""
+    known to be cut the same way, and by which NMS. ``suppressor`` runs a raw head's
+    suppression (None: ``nms``); a model with NMS inside needs none."""
 
-    def __init__(self, head: str, num_classes: int, conf_threshold: float = 0.001,
-                 iou_threshold: float = 0.7, max_detections: int = 300) -> None:
-        if head not in HEADS:
-            raise UserError(f"unknown detector head {head!r}; pass one of {', '.join(HEADS)}")
-        if num_classes < 1:
-            raise UserError(f"num_classes {num_classes} is not a class count; pass the "
+    head: str
+    num_classes: int
+    conf_threshold: float = 0.001
+    iou_threshold: float = 0.7
+    max_detections: int = 300
+    suppressor: Suppressor | None = None
+
+    def __post_init__(self) -> None:
+        if self.head not in HEADS:
+            raise UserError(f"unknown detector head {self.head!r}; pass one of "
+                            f"{', '.join(HEADS)}")
+        if self.num_classes < 1:
+            raise UserError(f"num_classes {self.num_classes} is not a class count; pass the "
                             "detector's number of classes (1 or more)")
-        for name, value in (("conf_threshold", conf_threshold),
-                            ("iou_threshold", iou_threshold)):
+        for name, value in (("conf_threshold", self.conf_threshold),
+                            ("iou_threshold", self.iou_threshold)):
             if not 0.0 <= value <= 1.0:
                 raise UserError(f"{name} {value} is outside [0, 1]; pass a fraction")
-        if max_detections < 1:
-            raise UserError(f"max_detections {max_detections} is below 1; pass how many "
+        if self.max_detections < 1:
+            raise UserError(f"max_detections {self.max_detections} is below 1; pass how many "
                             "detections per image to keep (MLPerf's reference: 300)")
-        self.head = head
-        self.num_classes = num_classes
-        self.conf_threshold = conf_threshold
-        self.iou_threshold = iou_threshold
-        self.max_detections = max_detections
+        if self.suppressor is None and self.head == "raw":
+            object.__setattr__(self, "suppressor", NumpySuppressor())
 
     def __call__(self, outputs: np.ndarray, indices: Sequence[int]) -> list[np.ndarray]:
         return responses(decode(outputs, self.head, self.num_classes, self.conf_threshold,
-                                self.iou_threshold, self.max_detections), indices)
+                                self.iou_threshold, self.max_detections, self.suppressor),
+                         indices)
+
+    def with_suppressor(self, suppressor: Suppressor) -> Postprocess:
+        """The same step with another suppression (a profile's timed wrapper of this one)."""
+        return replace(self, suppressor=suppressor)
 
     def describe(self) -> dict:
-        """Where NMS ran and with which cuts, for the run record."""
+        """Where NMS ran and with which cuts, for the run record: ``nms`` names the op (or
+        "in the model"), ``nms_reason`` why the shared one ran where a framework's might."""
         raw = self.head == "raw"
         return {
             "head": self.head,
             "num_classes": self.num_classes,
-            "nms": "quantmark numpy NMS (shared)" if raw else "in the model",
+            "nms": self.suppressor.name if raw and self.suppressor else "in the model",
+            "nms_reason": (getattr(self.suppressor, "reason", "") or None) if raw else None,
             "class_aware": raw or None,
             "labels_per_box": "best class" if raw else "as the model chose",
             "conf_threshold": self.conf_threshold,
