@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -35,9 +35,18 @@ if TYPE_CHECKING:  # torch is imported lazily, as in the zoo
     import torch
     from torch import nn
 
-    from quantmark.models.zoo import ModelSpec
-
 log = logging.getLogger(__name__)
+
+
+class TrainedSpec(Protocol):
+    """What training reads of a model's spec (``models.zoo.ModelSpec`` has it): the zoo
+    builds this module's network, so this module does not import the zoo back."""
+
+    name: str
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    num_classes: int
+
 
 # The training recipe: change any of it and the weights are retrained under a new identity.
 RECIPE: dict[str, Any] = {"optimizer": "Adam", "lr": 3e-3, "epochs": 20, "batch_size": 64,
@@ -59,7 +68,7 @@ def digits_cnn(num_classes: int = 10) -> nn.Module:
     )
 
 
-def training_recipe(spec: ModelSpec) -> dict[str, Any]:
+def training_recipe(spec: TrainedSpec) -> dict[str, Any]:
     """Everything the trained weights depend on, computed without torch or scikit-learn."""
     from quantmark.qsl import digits_split
 
@@ -75,16 +84,16 @@ def training_recipe(spec: ModelSpec) -> dict[str, Any]:
             "torch": dist_version("torch")}
 
 
-def recipe_hash(spec: ModelSpec) -> str:
+def recipe_hash(spec: TrainedSpec) -> str:
     return hash_json(training_recipe(spec), 16)
 
 
-def trained_identity(spec: ModelSpec) -> dict[str, Any]:
+def trained_identity(spec: TrainedSpec) -> dict[str, Any]:
     """The weights' identity for cache keys (``zoo.weights_identity``): the recipe's hash."""
     return {"kind": "trained", "recipe": recipe_hash(spec), "seed": RECIPE["seed"]}
 
 
-def trained_description(spec: ModelSpec) -> str:
+def trained_description(spec: TrainedSpec) -> str:
     """What the weights are, as written into results."""
     from quantmark.qsl.digits_split import split_description
 
@@ -94,7 +103,7 @@ def trained_description(spec: ModelSpec) -> str:
             f"(recipe {recipe_hash(spec)})")
 
 
-def trained_file(spec: ModelSpec) -> Path:
+def trained_file(spec: TrainedSpec) -> Path:
     """The trained state_dict file, verified by sha256; trained first when absent or changed."""
     key = recipe_hash(spec)
     seal = cache_dir("trained-weights") / f"{spec.name}-{key}.json"
@@ -148,7 +157,7 @@ def _state_bytes(model: nn.Module) -> bytes:
     return buffer.getvalue()
 
 
-def model_inputs(spec: ModelSpec, pixels: np.ndarray) -> torch.Tensor:
+def model_inputs(spec: TrainedSpec, pixels: np.ndarray) -> torch.Tensor:
     """Grey pixels ``[N, 8, 8]`` -> the model's NCHW input, through the QSL's own
     preprocessing (``normalise`` of the RGB that a grey PNG decodes to)."""
     import torch
@@ -159,7 +168,7 @@ def model_inputs(spec: ModelSpec, pixels: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(normalise(rgb, recipe_for(spec, "NCHW")))
 
 
-def train(spec: ModelSpec) -> nn.Module:
+def train(spec: TrainedSpec) -> nn.Module:
     """The CNN trained on the train half by ``RECIPE``, in eval mode; the caller's RNG state
     and thread count are left as they were."""
     import torch
@@ -187,7 +196,7 @@ def train(spec: ModelSpec) -> nn.Module:
     return model.eval()
 
 
-def held_out_top1(model: nn.Module, spec: ModelSpec) -> float:
+def held_out_top1(model: nn.Module, spec: TrainedSpec) -> float:
     """Top-1 accuracy (percent) of ``model`` on the held-out half, computed in torch."""
     import torch
 

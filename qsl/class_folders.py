@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from quantmark.ground.errors import UserError
 
 if TYPE_CHECKING:
-    from .imagenet import Containment
+    from .containment import Containment
 
 log = logging.getLogger(__name__)
 

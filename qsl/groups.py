@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from quantmark.ground.errors import UserError
+from quantmark.qsl.containment import quoted
 
 VAL_GROUPS = "val_groups.txt"
 _FORMAT = "'<relative image path> <group name>' lines"
@@ -40,10 +41,10 @@ def read_groups(dataset_dir: str | os.PathLike) -> dict[str, str] | None:
             continue
         parts = line.rsplit(maxsplit=1)
         if len(parts) != 2:
-            raise UserError(f"{path}:{number}: malformed line {_short(line)}; expected {_FORMAT}")
+            raise UserError(f"{path}:{number}: malformed line {quoted(line)}; expected {_FORMAT}")
         rel, group = parts
         if rel in groups:
-            raise UserError(f"{path}:{number}: {_short(rel)} is listed again (first at line "
+            raise UserError(f"{path}:{number}: {quoted(rel)} is listed again (first at line "
                             f"{first[rel]}); remove the duplicate")
         groups[rel] = group
         first[rel] = number
@@ -51,6 +52,3 @@ def read_groups(dataset_dir: str | os.PathLike) -> dict[str, str] | None:
         raise UserError(f"{path} lists no images; write it as {_FORMAT} or remove it")
     return groups
 
-
-def _short(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

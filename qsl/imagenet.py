@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from quantmark.ground.hashing import atomic_write_json, hash_file, hash_json
 from quantmark.ground.paths import cache_dir
 
 from .class_folders import read_class_folders
+from .containment import Containment, quoted
 from .label_space import read_class_names
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class ImageFolderDataset:
             first = files.setdefault((info.st_dev, info.st_ino), row)
             if first != row:
                 raise UserError(
-                    f"{where}: {_short(rel)} is the same file as {_short(self.all_items[first][0])}"
+                    f"{where}: {quoted(rel)} is the same file as {quoted(self.all_items[first][0])}"
                     f" (line {self.line_numbers[first]}) through a symlink or hard link, so it "
                     "would be scored twice; remove one of the lines"
                 )
@@ -195,43 +195,6 @@ class ImageFolderDataset:
         already = set(self.held_out)
         self.held_out.extend(rel for rel in dict.fromkeys(relpaths) if rel not in already)
         self.cache_rows = np.asarray(keep, dtype=np.int64)
-
-
-class Containment:
-    """Resolves listed paths against the folder's real path: one realpath per distinct parent
-    folder (ImageNet val has one) and one lstat per file, not a realpath per file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.real = os.path.realpath(root)
-        self.prefix = self.real.rstrip(os.sep) + os.sep
-        self.parents: dict[str, str] = {}
-
-    def stat(self, rel: str, where: str) -> os.stat_result:
-        """The image's stat (following a symlink) once it is known to stay inside."""
-        path = os.path.join(self.root, rel)
-        parent, name = os.path.split(path)
-        if name in ("", ".", ".."):
-            real = os.path.realpath(path)
-        else:
-            if parent not in self.parents:
-                self.parents[parent] = os.path.realpath(parent)
-            real = os.path.join(self.parents[parent], name)
-        self.check(rel, real, where)
-        info = os.lstat(real)
-        if stat.S_ISLNK(info.st_mode):
-            self.check(rel, os.path.realpath(real), where)
-            info = os.stat(real)
-        return info
-
-    def check(self, rel: str, real: str, where: str) -> None:
-        """Refuse ``rel`` whose real path ``real`` lies outside the folder."""
-        if real != self.real and not real.startswith(self.prefix):
-            raise UserError(
-                f"{where}: {_short(rel)} resolves to {_short(real, 120)}, outside the dataset "
-                f"folder {_short(self.real, 120)}; move the image into the folder "
-                "(no '..' or symlink leading out)"
-            )
 
 
 def content_hashes(root: Path, rels: Sequence[str], stats: Sequence[os.stat_result]) -> list[str]:
@@ -326,7 +289,7 @@ def parse_val_map(data: bytes, path: Path, num_classes: int | None = None,
         label = _parse_label(parts[1]) if len(parts) == 2 else None
         if label is None:
             raise UserError(
-                f"{path}:{number}: malformed line {_short(line)}; "
+                f"{path}:{number}: malformed line {quoted(line)}; "
                 "expected '<relative path> <label>' with an integer label >= 0"
             )
         if num_classes is not None and label >= num_classes:
@@ -337,13 +300,13 @@ def parse_val_map(data: bytes, path: Path, num_classes: int | None = None,
             )
         rel = parts[0]
         if os.path.isabs(rel):
-            raise UserError(f"{path}:{number}: path {_short(rel)} is absolute; make it relative")
+            raise UserError(f"{path}:{number}: path {quoted(rel)} is absolute; make it relative")
         key = os.path.normpath(rel)  # ./img/x, img//x and img/../img/x are img/x
         if key in seen:
             first, written = seen[key]
-            also = "" if written == rel else f" as {_short(written)}"
+            also = "" if written == rel else f" as {quoted(written)}"
             raise UserError(
-                f"{path}:{number}: {_short(rel)} is listed again (first at line {first}{also}); "
+                f"{path}:{number}: {quoted(rel)} is listed again (first at line {first}{also}); "
                 "remove the duplicate"
             )
         seen[key] = (number, rel)
@@ -390,8 +353,3 @@ def parse_path_list(path: Path) -> list[tuple[str, int]]:
 
 def _parse_label(token: str) -> int | None:
     return int(token) if token.isascii() and token.isdigit() else None  # not "+5", "5_0"
-
-
-def _short(text: str, limit: int = 60) -> str:
-    text = text.replace("\r", " ").replace("\n", " ")
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

@@ -29,19 +29,13 @@ from quantmark.ground.errors import SutError, UserError
 from quantmark.models.detector_graph import detector_artifact, is_detector, sample_shape
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.onnxruntime.kernels import FLOAT_COMPUTE, INTEGER_KERNELS, TYPE_PRECISION
 from quantmark.sut.registry import find_sut, module_sut
 
 log = logging.getLogger(__name__)
 
-INTEGER_KERNELS = frozenset({
-    "QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
-    "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "NhwcQLinearConv",
-})
-FLOAT_COMPUTE = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "Gemm", "FusedGemm", "MatMul",
-                           "FusedMatMul", "NhwcConv"})
 #: ORT's input type names -> numpy: what a probe input is made of
 ONNX_INPUT_TYPES = {"tensor(float)": np.float32, "tensor(uint8)": np.uint8}
-TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "double": "fp64"}
 
 
 def node_kernel_events(profile: str | Path | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -85,7 +85,7 @@ def head_evidence(events: list[dict[str, Any]], meta: dict[str, Any], name: str)
     ran. A head node run by an integer kernel (an optimizer folding it back into the
     quantized graph) would silently collapse the scores: refused."""
     from quantmark.ground.errors import SutError
-    from quantmark.sut.onnxruntime.backend import INTEGER_KERNELS
+    from quantmark.sut.onnxruntime.kernels import INTEGER_KERNELS
 
     head = (meta.get("detector_float_head") or {}).get("nodes", [])
     ran: collections.Counter[str] = collections.Counter()

@@ -55,7 +55,7 @@ def category(op: str) -> str:
 def precision(op: str, args: dict[str, Any]) -> str:
     """The precision the kernel computed in: an integer kernel is int8 (its op says so), else
     the first input's element type (float -> fp32 ...); "" where the event names none."""
-    from quantmark.sut.onnxruntime.backend import INTEGER_KERNELS, TYPE_PRECISION
+    from quantmark.sut.onnxruntime.kernels import INTEGER_KERNELS, TYPE_PRECISION
 
     if op in INTEGER_KERNELS:
         return "int8"

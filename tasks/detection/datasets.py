@@ -28,7 +28,8 @@ from PIL import ExifTags, UnidentifiedImageError
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import hash_json
-from quantmark.qsl.imagenet import Containment, ImageFolderDataset, content_hashes
+from quantmark.qsl.containment import Containment
+from quantmark.qsl.imagenet import ImageFolderDataset, content_hashes
 from quantmark.qsl.label_space import read_class_names
 from quantmark.qsl.preprocess import open_image
 from quantmark.tasks.detection.formats import COCO, YOLO, Annotations, read_coco, read_yolo

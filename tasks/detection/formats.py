@@ -22,7 +22,7 @@ from typing import Any
 
 from quantmark.ground.errors import UserError
 from quantmark.qsl.class_folders import IMAGE_EXTENSIONS
-from quantmark.qsl.imagenet import Containment
+from quantmark.qsl.containment import Containment
 
 log = logging.getLogger(__name__)
 
