@@ -17,6 +17,7 @@ from quantmark.diagnosis import output_quality, postprocess_times
 from quantmark.ground.records import DiagnosisRecord, ProfileRecord
 from quantmark.report import diagnosis_section, profile_tables
 from tests.conftest import run_cli
+from tests.tasks.detection.tiny_cases import FixedHeadBackend
 from tests.tasks.detection.yolo_fixture import tiny_yolo_onnx
 
 IMAGES = 24
@@ -88,28 +89,15 @@ def test_a_detector_profile_has_nms_rows(sut, op, detector, tmp_path):
     assert "postprocess after predict" in proc.stdout and f"NMS ({op})" in proc.stdout
 
 
-class _Backend:
-    """A backend whose ``predict`` is a fixed raw head (two boxes of class 1, overlapping)."""
-
-    def encode_samples(self, samples: np.ndarray) -> np.ndarray:
-        return samples
-
-    def predict(self, samples: np.ndarray) -> np.ndarray:
-        head = np.zeros((len(samples), 4 + 3, 8), np.float32)
-        head[:, :4, :2] = [[10, 11], [10, 10], [8, 8], [8, 8]]
-        head[:, 5, :2] = [0.9, 0.8]
-        return head
-
-
 def test_the_postprocessing_is_timed_with_nms_split_out():
     from quantmark.tasks.detection.postprocess import Postprocess
 
-    steps = postprocess_times.time_respond(Postprocess("raw", 3), _Backend(),
+    steps = postprocess_times.time_respond(Postprocess("raw", 3), FixedHeadBackend(),
                                            np.zeros((2, 1)), iterations=3, warmup=1)
     assert [s.name for s in steps] == [postprocess_times.NMS_ROW, postprocess_times.REST_ROW]
     assert steps[0].median_ms > 0
-    assert postprocess_times.time_respond(None, _Backend(), np.zeros((2, 1)), 3, 1) == []
-    whole = postprocess_times.time_respond(lambda out, idx: [out] * len(idx), _Backend(),
+    assert postprocess_times.time_respond(None, FixedHeadBackend(), np.zeros((2, 1)), 3, 1) == []
+    whole = postprocess_times.time_respond(lambda out, idx: [out] * len(idx), FixedHeadBackend(),
                                            np.zeros((2, 1)), 3, 1)
     assert [s.name for s in whole] == [postprocess_times.WHOLE_ROW]
 
@@ -155,7 +143,7 @@ def test_a_detector_diagnosis_reads_in_map_and_old_records_still_load():
         "final output [16, 14, 80]: SQNR 31.5 dB, cosine 0.9991",
         "mAP@[.5:.95] on the 16 diagnosed images: ov-int8 70.25, ov-fp32 71.50 (-1.25 pt "
         "[-2.50, +0.10], boot)"]
-    assert record.to_dict()["task"]["name"] == "detection"
+    assert record.to_dict()["task"]["name"] == "detection" and record.quality == quality
     old = _diagnosis()  # written before tasks: no task, no quality
     assert old.task is None and diagnosis_section.quality_lines(old) == []
     profile = ProfileRecord.from_dict({"kind": "profile", "model": "m", "sut": "a",

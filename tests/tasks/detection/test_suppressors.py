@@ -24,7 +24,7 @@ from quantmark.tasks.detection.postprocess import (
     nms,
 )
 from tests.tasks.detection.nms_cases import differences
-from tests.tasks.detection.tiny_cases import detector_spec
+from tests.tasks.detection.tiny_cases import FixedHeadBackend, detector_spec
 
 
 class _NumpyOp:
@@ -94,22 +94,9 @@ def test_the_record_names_the_op_and_a_model_with_nms_inside_builds_none(
     assert unbound["nms"] == SHARED_NMS  # diagnose judges accuracy on the shared NMS
 
 
-class _Backend:
-    """A fixed raw head: two overlapping boxes of class 1."""
-
-    def encode_samples(self, samples: np.ndarray) -> np.ndarray:
-        return samples
-
-    def predict(self, samples: np.ndarray) -> np.ndarray:
-        head = np.zeros((len(samples), 4 + 3, 8), np.float32)
-        head[:, :4, :2] = [[10, 11], [10, 10], [8, 8], [8, 8]]
-        head[:, 5, :2] = [0.9, 0.8]
-        return head
-
-
 def test_the_profile_times_the_op_the_sut_uses_and_names_it() -> None:
     respond = Postprocess("raw", 3, suppressor=NativeSuppressor(_NumpyOp()))
-    steps = postprocess_times.time_respond(respond, _Backend(), np.zeros((2, 1)), 3, 1)
+    steps = postprocess_times.time_respond(respond, FixedHeadBackend(), np.zeros((2, 1)), 3, 1)
     row = postprocess_times.nms_row(_NumpyOp.name)
     assert [s.name for s in steps] == [row, postprocess_times.REST_ROW]
     assert steps[0].kernel == _NumpyOp.name and steps[0].median_ms > 0
