@@ -367,7 +367,13 @@ def load_factory(info: SutInfo) -> Callable[..., Any]:
     folder for a built-in one, the plugin's own package for one from an entry point."""
     if info.factory is None:
         raise UserError(f"SUT '{info.name}' is not built yet in this quantmark version")
-    module_name, _, attribute = info.factory.partition(":")
+    return _resolve(info.factory, info)
+
+
+def _resolve(target: str, info: SutInfo) -> Callable[..., Any]:
+    """The callable ``target`` ("module:callable") names, a relative module resolved against
+    the package that declared ``info``."""
+    module_name, _, attribute = target.partition(":")
     module = importlib.import_module(module_name, package=info.package or __package__)
     return getattr(module, attribute)
 
@@ -379,9 +385,7 @@ def load_nms(info: SutInfo) -> Callable[[], Any] | None:
     framework = FRAMEWORKS.get(info.framework)
     if framework is None or framework.nms is None:
         return None
-    module_name, _, attribute = framework.nms.partition(":")
-    module = importlib.import_module(module_name, package=info.package or __package__)
-    return getattr(module, attribute)
+    return _resolve(framework.nms, info)
 
 
 def no_nms_reason(info: SutInfo) -> str:
