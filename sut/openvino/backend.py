@@ -26,19 +26,12 @@ from quantmark.ground.errors import SutError, UserError
 from quantmark.models.detector_graph import is_detector
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
+from quantmark.sut.openvino.runtime_graph import COMPUTE_LAYERS, PRECISION_CLASS
 from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS, OV_STREAMS, OV_STREAMS_OPTION
 from quantmark.sut.registry import find_sut, module_sut
 
 log = logging.getLogger(__name__)
 
-#: layer types (CPU plugin names) that do the arithmetic; the rest is data movement
-COMPUTE_LAYERS = frozenset({
-    "Convolution", "GroupConvolution", "Deconvolution", "BinaryConvolution", "FullyConnected",
-    "FullyConnectedCompressed", "MatMul", "Gemm", "RNNCell", "RNNSeq", "MHA",
-    "ScaledDotProductAttention", "LLMMLP", "QKVProjection",
-})
-#: runtimePrecision strings -> the precision name quantmark reports
-PRECISION_CLASS = {"i8": "int8", "u8": "int8", "bf16": "bf16", "f16": "fp16", "f32": "fp32"}
 LATENCY_SCENARIOS = ("SingleStream", "MultiStream")
 MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".onnx", ".xml")
 DEFAULT_API = "sync"
@@ -175,11 +168,8 @@ class OpenVinoBackend(Backend):
         """The IR as this SUT compiles it: a dynamic height or width set to the run's size, the
         batch static (``static_batch``: SingleStream's) or dynamic. The profiler compiles the
         same model."""
-        from quantmark.sut.openvino.convert import (
-            fix_spatial_dims,
-            make_batch_dynamic,
-            make_batch_static,
-        )
+        from quantmark.sut.openvino.convert import fix_spatial_dims
+        from quantmark.sut.openvino.ir import make_batch_dynamic, make_batch_static
 
         model = core.read_model(self.model_path)
         if self._input_hw:  # a user's IR with a dynamic height or width: the run's size

@@ -32,11 +32,12 @@ import numpy as np
 import openvino as ov
 
 from quantmark.ground.errors import UserError
-from quantmark.ground.hashing import hash_file, hash_json
+from quantmark.ground.hashing import hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.detector_graph import detector_artifact, is_detector, task_key, task_meta
 from quantmark.models.native_input import check_dtype, input_layout, wanted
 from quantmark.sut.layers import Recipe
+from quantmark.sut.openvino.ir import ir_files_hash, is_quantized, make_batch_dynamic
 
 CONVERT_RECIPE: dict[str, Any] = {
     "converter": "openvino.convert_model", "source": "onnx", "compress_to_fp16": False,
@@ -63,19 +64,6 @@ def cpu_has_vnni() -> bool:
 def quant_recipe() -> dict[str, Any]:
     """The recipe on this machine: NNCF's overflow fix only where int8 math can saturate."""
     return {**QUANT_RECIPE, "overflow_fix": "disable" if cpu_has_vnni() else "first_layer_only"}
-#: ops whose presence marks an IR as already quantized
-QUANTIZED_OPS = ("FakeQuantize", "FakeConvert")
-
-
-def ir_files_hash(xml: Path) -> str:
-    """Identity of an IR: both the topology (.xml) and the weights (.bin)."""
-    bin_file = xml.with_suffix(".bin")
-    return hash_json({"xml": hash_file(xml),
-                      "bin": hash_file(bin_file) if bin_file.is_file() else None})
-
-
-def _is_quantized(model: ov.Model) -> bool:
-    return any(op.get_type_name() in QUANTIZED_OPS for op in model.get_ops())
 
 
 def _dims(shape: ov.PartialShape) -> list[int | None]:
@@ -97,29 +85,6 @@ def _classifier_output(model: ov.Model, classes: tuple[int, ...]) -> int | None:
                 and shape[1].get_length() in classes and output.get_element_type().is_real()):
             return index
     return None
-
-
-def make_batch_dynamic(model: ov.Model) -> int | None:
-    """Reshape the input's batch dimension to dynamic in place; returns the old static batch.
-
-    The harness sends batch 1 and batch N to the same compiled model, so a static batch would
-    fail at the first differently sized query.
-    """
-    shape = model.input(0).get_partial_shape()
-    if shape[0].is_dynamic:
-        return None
-    static = shape[0].get_length()
-    dims = [ov.Dimension(-1)] + [shape[i] for i in range(1, shape.rank.get_length())]
-    model.reshape({model.input(0): ov.PartialShape(dims)})
-    return static
-
-
-def make_batch_static(model: ov.Model, batch: int) -> None:
-    """Reshape the input's batch dimension to ``batch`` in place: the plugin then plans its
-    memory once, as ``benchmark_app -b`` runs it (SingleStream: 4-7% off Lite0's latency)."""
-    shape = model.input(0).get_partial_shape()
-    dims = [ov.Dimension(batch)] + [shape[i] for i in range(1, shape.rank.get_length())]
-    model.reshape({model.input(0): ov.PartialShape(dims)})
 
 
 def load_user_ir(path: str | Path, spec: Any) -> Artifact:
@@ -175,7 +140,7 @@ def load_user_ir(path: str | Path, spec: Any) -> Artifact:
         "openvino": ov.__version__, "sha256": identity, "cached": False,
     }
     return Artifact(path=p, format="openvino-ir",
-                    precision="int8" if _is_quantized(model) else "fp32", key=identity,
+                    precision="int8" if is_quantized(model) else "fp32", key=identity,
                     weights=f"user IR: {p.name} sha256 {identity}", source_hash=identity,
                     times={}, meta=meta)
 
@@ -239,7 +204,7 @@ def ov_fp32_ir(spec: Any, model_path: str | Path | None = None) -> Artifact:
             "sha256": ir_files_hash(out), **how, **task_meta(spec),
         })
         # a QDQ ONNX converts to FakeQuantize ops: that IR is INT8, whatever the SUT asked
-        precision = "int8" if _is_quantized(model) else "fp32"
+        precision = "int8" if is_quantized(model) else "fp32"
         return Artifact(path=out, format="openvino-ir", precision=precision, key=key,
                         weights=source.weights,
                         source_hash=source.meta.get("sha256") or source.key,
@@ -301,7 +266,7 @@ def _nncf_quantize(model: ov.Model, calibration: np.ndarray, recipe: dict[str, A
                for i in range(0, len(calibration), step)]
     names = list(head)
     if layers.exclude:
-        from quantmark.sut.openvino.diagnose import ignored_names
+        from quantmark.sut.openvino.recipe import ignored_names
 
         names = list(dict.fromkeys([*ignored_names(model, layers.exclude), *head]))
     ignored = nncf.IgnoredScope(names=names) if names else None
@@ -347,7 +312,7 @@ def ov_int8_ir(fp32: Artifact, calibration: np.ndarray, calibration_hash: str,
         quantized, ignored = _nncf_quantize(model, calibration, recipe, layers, head)
         quantize_s = time.perf_counter() - t0
         if layers.damage:
-            from quantmark.sut.openvino.diagnose import widen_weight_range
+            from quantmark.sut.openvino.recipe import widen_weight_range
 
             widen_weight_range(quantized, layers.damage)
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.xml"

@@ -32,6 +32,7 @@ from quantmark.models.detector_graph import (
     require_stops,
     task_meta,
 )
+from quantmark.sut.openvino.runtime_graph import COMPUTE_LAYERS
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def user_detector_ir(p: Path, model: Any, spec: Any, where: str,
     import openvino as ov
 
     from quantmark.models.artifacts import Artifact
-    from quantmark.sut.openvino.convert import _is_quantized, ir_files_hash, make_batch_dynamic
+    from quantmark.sut.openvino.ir import ir_files_hash, is_quantized, make_batch_dynamic
 
     out_index = detector_output(model, spec, where)
     try:
@@ -83,7 +84,7 @@ def user_detector_ir(p: Path, model: Any, spec: Any, where: str,
         "openvino": ov.__version__, "sha256": identity, "cached": False,
     }
     return Artifact(path=p, format="openvino-ir",
-                    precision="int8" if _is_quantized(model) else "fp32", key=identity,
+                    precision="int8" if is_quantized(model) else "fp32", key=identity,
                     weights=f"user IR: {p.name} sha256 {identity}", source_hash=identity,
                     times={}, meta=meta)
 
@@ -133,8 +134,6 @@ def head_evidence(runtime_model: Any, meta: dict[str, Any], name: str) -> dict[s
     precision of each runtime node made from head ops (``originalLayersNames``; a node fused
     with a prediction layer is that layer's). A head compute layer running int8 would put
     the decode back on an int8 grid: refused."""
-    from quantmark.sut.openvino.backend import COMPUTE_LAYERS
-
     recorded = meta.get("detector_float_head") or {}
     head, stops = set(recorded.get("nodes", [])), set(recorded.get("after", []))
     found: dict[str, Any] = {"task": meta.get("task"), "head": meta.get("head"),

@@ -17,7 +17,8 @@
   FakeQuantize) take the precision of the layer feeding them.
 * rebuild: the SUT made as ``create`` makes it, with the INT8 IR quantized by NNCF under an
   ignored scope of the excluded layers' names (an activation's consumers join it: NNCF quantizes
-  a tensor at its consumers' inputs), and optionally weight damage (see DAMAGE).
+  a tensor at its consumers' inputs), and optionally weight damage (see DAMAGE); both
+  applied by ``recipe``, which ``convert`` calls while quantizing.
 
 Ops with several outputs (Split ...) are read at their first output.
 """
@@ -32,30 +33,17 @@ import numpy as np
 
 from quantmark.ground.errors import UserError
 from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe
+from quantmark.sut.openvino.recipe import DAMAGE, EXCLUSION, SKIP_TYPES, consumers_of
+from quantmark.sut.openvino.runtime_graph import PRECISION_CLASS
 from quantmark.sut.registry import get_sut
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DAMAGE", "EXCLUSION", "capture", "ignored_names", "rebuild", "widen_weight_range"]
+__all__ = ["DAMAGE", "EXCLUSION", "capture", "rebuild"]
 
-EXCLUSION = ("NNCF ignored_scope (names); an excluded activation brings its consumers, at whose "
-             "inputs NNCF quantizes its output")
-DAMAGE = ("INT8 IR's compressed weights requantized over a range `factor` times wider "
-          "(int8 values / factor, dequantization scale x factor)")
-
-#: bookkeeping ops: no values of their own (quantize/convert/shape changes)
-SKIP_TYPES = frozenset({
-    "Parameter", "Constant", "Result", "FakeQuantize", "FakeConvert", "Convert", "Reshape",
-    "Squeeze", "Unsqueeze", "Transpose", "ShapeOf", "Broadcast", "Gather", "StridedSlice",
-})
 #: ops whose bias OpenVINO's ONNX frontend splits into a following Add
 BIASED_TYPES = frozenset({"Convolution", "GroupConvolution", "MatMul", "ConvolutionBackpropData",
                           "GroupConvolutionBackpropData"})
-#: ops NNCF never quantizes at their input: the FakeQuantize after one belongs to its consumers
-ACTIVATIONS = frozenset({
-    "Relu", "Clamp", "Sigmoid", "Swish", "HSwish", "HSigmoid", "Gelu", "Elu", "Tanh", "Mish",
-    "SoftPlus", "SoftSign", "Exp", "Abs", "Sqrt", "Log", "Negative", "Floor", "Ceiling",
-})
 #: activations folded into the layer they follow when they are its only consumer (the export's
 #: Conv -> Clamp is one layer, as ONNX Runtime's and TFLite's fused kernels make it): the
 #: layer keeps the conv's name, the one NNCF's ignored scope takes
@@ -88,15 +76,11 @@ def _constant_names(model: Any) -> set[str]:
     return constant
 
 
-def _consumers(output: Any) -> list[Any]:
-    return [target.get_node() for target in output.get_target_inputs()]
-
-
 def _bias_add(op: Any, constant: set[str]) -> Any | None:
     """The Add that carries ``op``'s bias (its only consumer, other operand constant)."""
     if op.get_type_name() not in BIASED_TYPES:
         return None
-    consumers = _consumers(op.output(0))
+    consumers = consumers_of(op.output(0))
     if len(consumers) != 1 or consumers[0].get_type_name() != "Add":
         return None
     add = consumers[0]
@@ -125,13 +109,13 @@ def _plan(model: Any) -> list[_Layer]:
             absorbed.add(bias.get_friendly_name())
             members.append(bias.get_friendly_name())
             last = bias
-        after = _consumers(last.output(0))
+        after = consumers_of(last.output(0))
         if len(after) == 1 and after[0].get_type_name() in FOLDED:
             absorbed.add(after[0].get_friendly_name())
             members.append(after[0].get_friendly_name())
             last = after[0]
         read = last.output(0)
-        quantizers = [n for n in _consumers(read) if n.get_type_name() == "FakeQuantize"]
+        quantizers = [n for n in consumers_of(read) if n.get_type_name() == "FakeQuantize"]
         if quantizers:
             read = quantizers[0].output(0)
             members.append(quantizers[0].get_friendly_name())
@@ -172,8 +156,6 @@ def _text(value: Any) -> str:
 
 def runtime_precisions(compiled: Any) -> dict[str, str]:
     """Original op name -> the precision of the runtime node that executes it."""
-    from quantmark.sut.openvino.backend import PRECISION_CLASS
-
     found: dict[str, str] = {}
     for node in compiled.get_runtime_model().get_ordered_ops():
         info = node.get_rt_info()
@@ -207,7 +189,7 @@ def capture(backend: Any, samples: np.ndarray) -> LayerCapture:
     """Every layer's output for ``samples`` in the IR ``backend`` runs (its own compile)."""
     import openvino as ov
 
-    from quantmark.sut.openvino.convert import make_batch_dynamic
+    from quantmark.sut.openvino.ir import make_batch_dynamic
 
     path = str(backend.artifact.path)
     core = ov.Core()
@@ -264,84 +246,3 @@ def rebuild(name: str, options: Any, spec: Any, calibration: Any, recipe: Recipe
     return OpenVinoBackend(str(artifact.path), "int8", options.scenario, options.threads,
                            artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
                            co_located=options.co_located)
-
-
-def ignored_names(model: Any, exclude: tuple[str, ...]) -> list[str]:
-    """NNCF ignored-scope names that keep ``exclude`` in FP32 in the FP32 ``model``.
-
-    NNCF ignores an op by not quantizing its inputs. An activation has none of its own (its
-    output's FakeQuantize serves its consumers), so its consumers join it: their inputs, the
-    activation's output, then stay FP32.
-    """
-    ops = {op.get_friendly_name(): op for op in model.get_ops()}
-    names: list[str] = []
-    for name in exclude:
-        if name not in ops:
-            raise UserError(f"exclude: no layer {name!r} in {model.get_friendly_name()}")
-        names.append(name)
-        if ops[name].get_type_name() not in ACTIVATIONS:
-            continue
-        stack = _consumers(ops[name].output(0))
-        while stack:
-            node = stack.pop(0)
-            if node.get_type_name() in SKIP_TYPES:  # Reshape ...: look past it
-                stack.extend(c for out in node.outputs() for c in _consumers(out))
-            elif node.get_friendly_name() not in names:
-                names.append(node.get_friendly_name())
-    return names
-
-
-def _weight_source(op: Any) -> Any:
-    """The node producing ``op``'s weights (input 1), past a Reshape of grouped weights."""
-    node = op.input(1).get_source_output().get_node()
-    while node.get_type_name() in ("Reshape", "Transpose") and node.get_input_size():
-        node = node.input(0).get_source_output().get_node()
-    return node
-
-
-def _widen(op: Any, factor: float) -> str:
-    """Requantize ``op``'s weights over a ``factor`` times wider range; says what changed."""
-    import openvino as ov
-
-    node = _weight_source(op)
-    if node.get_type_name() == "FakeQuantize":  # uncompressed weights: widen the FQ's range
-        for port in range(1, 5):
-            bound = node.input(port).get_source_output().get_node()
-            widened = ov.op.Constant(bound.get_data().astype(np.float32) * factor)
-            node.input(port).replace_source_output(widened.output(0))
-        return "weight FakeQuantize range"
-    if node.get_type_name() != "Multiply":
-        raise UserError(f"layer {op.get_friendly_name()!r} has no quantized weights to damage "
-                        f"(weights come from {node.get_type_name()})")
-    convert = node.input(0).get_source_output().get_node()
-    scale = node.input(1).get_source_output().get_node()
-    if convert.get_type_name() == "Subtract":  # asymmetric: zero point between Convert and *
-        convert = convert.input(0).get_source_output().get_node()
-    ints = convert.input(0).get_source_output().get_node() if (
-        convert.get_type_name() == "Convert") else None
-    if ints is None or ints.get_type_name() != "Constant" or scale.get_type_name() != "Constant":
-        raise UserError(f"layer {op.get_friendly_name()!r}: unexpected weight pattern "
-                        f"{convert.get_type_name()} x {scale.get_type_name()}")
-    data = ints.get_data()
-    info = np.iinfo(data.dtype)
-    requantized = np.clip(np.round(data.astype(np.float64) / factor), info.min, info.max)
-    convert.input(0).replace_source_output(ov.op.Constant(requantized.astype(data.dtype)).output(0))
-    new_scale = ov.op.Constant(scale.get_data().astype(np.float32) * np.float32(factor))
-    node.input(1).replace_source_output(new_scale.output(0))
-    return "compressed int weights and scale"
-
-
-def widen_weight_range(model: Any, damage: tuple[tuple[str, float], ...]) -> dict[str, str]:
-    """Inject ``damage`` into a quantized ``model`` in place: each (layer, factor) has its
-    weights quantized over a range ``factor`` times too wide (most int8 levels unused)."""
-    ops = {op.get_friendly_name(): op for op in model.get_ops()}
-    done: dict[str, str] = {}
-    for layer, factor in damage:
-        if layer not in ops:
-            raise UserError(f"damage: no layer {layer!r} in the model")
-        if factor < 1:
-            raise UserError(f"damage: factor {factor} for {layer!r} must be >= 1")
-        done[layer] = _widen(ops[layer], float(factor))
-        log.info("damaged %s: %s widened %sx", layer, done[layer], factor)
-    model.validate_nodes_and_infer_types()
-    return done

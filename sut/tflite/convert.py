@@ -47,7 +47,13 @@ from quantmark.sut.info import SutInfo
 from quantmark.sut.layers import Recipe
 from quantmark.sut.registry import find_sut, module_sut
 from quantmark.sut.tflite.detection import DETECTION_INT8, convert_int8, detector_io, int8_detector
-from quantmark.sut.tflite.inspection import executed_precision, file_precision, inspect_file
+from quantmark.sut.tflite.inspection import (
+    INPUT_TYPES,
+    executed_precision,
+    file_precision,
+    inspect_file,
+)
+from quantmark.sut.tflite.recipe import DAMAGE, EXCLUSION
 
 RECIPES: dict[str, dict[str, Any]] = {
     "fp32": {"optimizations": [], "version": 1},
@@ -59,13 +65,6 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 #: the module whose factory builds the TFLite SUTs (their registry entries name it)
 BACKEND_MODULE = f"{__package__}.backend"
-INPUT_TYPES = ("float32", "int8", "uint8")
-#: how a recipe's excluded layers are kept in float (part of such an artifact's cache key)
-EXCLUSION = ("TFLite QuantizationDebugger denylisted_nodes (op output tensor names kept in "
-             "float, fully_quantize=True)")
-#: how a recipe's damage is injected
-DAMAGE = ("the converted .tflite edited with tensorflow.lite.tools.flatbuffer_utils: the op's "
-          "int8 weight scales x factor and values / factor (rounded), its int32 bias likewise")
 
 
 # ---------------------------------------------------------------- a user's .tflite (no TF)
@@ -216,7 +215,7 @@ def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
         if recipe is not None and recipe.key():
-            from quantmark.sut.tflite.diagnose import convert_excluding, damage_weights
+            from quantmark.sut.tflite.recipe import convert_excluding, damage_weights
 
             flatbuffer = (convert_excluding(converter, representative, recipe.exclude)
                           if recipe.exclude else converter.convert())
@@ -276,7 +275,7 @@ def convert_tflite(saved: Artifact, precision: str, calibration: np.ndarray | No
             "input": summary["inputs"][0], "tensor_types": summary["tensor_types"],
         })
         if precision == "int8" and calibration is not None:
-            from quantmark.sut.tflite.diagnose import recipe_meta
+            from quantmark.sut.tflite.recipe import recipe_meta
 
             meta.update({"calibration_hash": calibration_hash,
                          "calibration_samples": int(len(calibration)),

@@ -68,7 +68,7 @@ def _dims(detail: dict[str, Any]) -> list[int | None]:
 
 def detector_io(summary: dict[str, Any], spec: Any, where: str, layout: str) -> dict[str, Any]:
     """``model_io`` for a detector: its one output of the spec's head, and the batch."""
-    from quantmark.sut.tflite.convert import INPUT_TYPES
+    from quantmark.sut.tflite.inspection import INPUT_TYPES
 
     output = next((o for o in summary["outputs"] if detector_layout(_dims(o), spec) is not None
                    and o["dtype"] in INPUT_TYPES and not o["per_channel"]), None)
@@ -143,7 +143,7 @@ def convert_int8(saved_dir: Path, calibration: np.ndarray, recipe: Any,
     box error. ``recipe``: a diagnosis recipe's extra float layers and weight damage."""
     import tensorflow as tf
 
-    from quantmark.sut.tflite.diagnose import convert_excluding, damage_weights
+    from quantmark.sut.tflite.recipe import convert_excluding, damage_weights
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir),
                                                          signature_keys=["serving_default"])

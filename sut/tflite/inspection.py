@@ -17,6 +17,9 @@ import numpy as np
 COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV",
                "BATCH_MATMUL", "CONV_3D")
 _INTEGER = ("int8", "uint8", "int16")
+#: tensor types a model's image input and its class or detector output may have (an integer
+#: one quantized per tensor, or a raw-pixel model's unquantized uint8 input)
+INPUT_TYPES = ("float32", "int8", "uint8")
 
 
 def _dtype(value: Any) -> str:

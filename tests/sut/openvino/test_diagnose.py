@@ -17,6 +17,7 @@ from quantmark.ground.errors import UserError  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.layers import LayerCapture, Recipe  # noqa: E402
 from quantmark.sut.openvino import diagnose  # noqa: E402
+from quantmark.sut.openvino.recipe import ignored_names, widen_weight_range  # noqa: E402
 from tests.digits_model import DIGITS_SPEC, top1  # noqa: E402
 
 CONVS = ("node_Conv_54/WithoutBiases", "node_Conv_56/WithoutBiases",
@@ -154,15 +155,14 @@ def test_empty_recipe_is_the_sut(suts: dict[str, Any], digits_weights: Path,
 
 def test_excluding_an_activation_ignores_its_consumers(suts: dict[str, Any]) -> None:
     model = ov.Core().read_model(suts["ov-fp32"].artifact.path)
-    assert diagnose.ignored_names(model, ("node_relu_1",)) == ["node_relu_1",
-                                                               "node_max_pool2d_1"]
-    assert diagnose.ignored_names(model, (CONVS[0],)) == [CONVS[0]]
+    assert ignored_names(model, ("node_relu_1",)) == ["node_relu_1", "node_max_pool2d_1"]
+    assert ignored_names(model, (CONVS[0],)) == [CONVS[0]]
     with pytest.raises(UserError, match="no layer 'nope'"):
-        diagnose.ignored_names(model, ("nope",))
+        ignored_names(model, ("nope",))
 
 
 def test_damage_needs_quantized_weights(suts: dict[str, Any]) -> None:
     fp32 = ov.Core().read_model(suts["ov-fp32"].artifact.path)
     with pytest.raises(UserError, match="no quantized weights"):
-        diagnose.widen_weight_range(fp32, ((CONVS[0], 4.0),))
+        widen_weight_range(fp32, ((CONVS[0], 4.0),))
     assert diagnose.EXCLUSION.startswith("NNCF ignored_scope") and diagnose.DAMAGE
