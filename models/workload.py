@@ -283,15 +283,32 @@ def file_model_name(model_path: str | None) -> str | None:
     try:
         stated = inspect_onnx(model_path, f"--model-path {model_path}")
     except UserError:  # not a classifier: another task's model (a detector) goes by its
-        try:  # name; a file no task reads is the run's validation's to name, in one line
-            inspect_onnx(model_path, f"--model-path {model_path}", "detection")
-        except UserError:
-            return None
+        if not _other_task_model(model_path):  # a detector or text encoder goes by its
+            return None  # name; a file no task reads is the run's validation's to name
         stated = None
     default = MODELS[DEFAULT_MODEL]
     if stated is not None and (stated.channels, stated.height, stated.width, stated.dtype) == \
             (3, default.input_size, default.input_width, "float32") and \
             stated.classes in (default.num_classes, default.num_classes + 1):
         return None
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model_path).stem).strip("-.") or "model"
+    # an export named model.onnx (Optimum's, a text encoder's folder) goes by its folder
+    stem = Path(model_path).stem
+    if stem == "model" and Path(model_path).resolve().parent.name:
+        stem = Path(model_path).resolve().parent.name
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "model"
     return f"{name}-file" if name in MODELS else name
+
+
+def _other_task_model(model_path: str) -> bool:
+    """The file is a detector's or a text encoder's (read, not run)."""
+    from quantmark.models.text_graph import read_text_model
+
+    where = f"--model-path {model_path}"
+    for read in (lambda: inspect_onnx(model_path, where, "detection"),
+                 lambda: read_text_model(model_path, where)):
+        try:
+            read()
+            return True
+        except UserError:
+            continue
+    return False

@@ -66,6 +66,11 @@ class ModelSpec:
     #: anchors], NMS outside the model) or "nms" ([N, K, 6]: x1, y1, x2, y2, score, class);
     #: "" for every other task
     head: str = ""
+    #: a text model's sequence length (its samples are padded to it) and how batches are
+    #: padded: "fixed" (every batch at seq_len, as MLPerf's BERT at 384) or "dynamic" (each
+    #: batch cut to its longest sequence); 0 and "" for every other task
+    seq_len: int = 0
+    padding: str = ""
 
     def __post_init__(self) -> None:
         if not self.input_width:

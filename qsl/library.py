@@ -52,8 +52,9 @@ class QuerySampleLibrary:
         self.labels = np.asarray(labels, dtype=np.int64)
         if len(self.labels) != len(self._rows):
             raise ValueError(f"{len(self.labels)} labels for {len(self._rows)} samples")
-        if recipe is None and source.dtype != np.float32:
-            raise ValueError("samples without a recipe must already be float32 in final layout")
+        if recipe is None and source.dtype not in (np.float32, np.int64):
+            raise ValueError("samples without a recipe must already be float32 (or a text "
+                             "model's int64 tokens) in final layout")
         if recipe is not None and source.dtype != np.uint8:
             raise ValueError("samples with a recipe must be uint8 NHWC crops")
         if performance_sample_count < 1:
@@ -73,6 +74,14 @@ class QuerySampleLibrary:
     ) -> QuerySampleLibrary:
         """A QSL over float32 samples already in final layout (tests, benchmarks)."""
         return cls(np.asarray(samples, dtype=np.float32), labels, performance_sample_count)
+
+    @classmethod
+    def from_tokens(cls, tokens: np.ndarray, labels: Iterable[int] | np.ndarray,
+                    performance_sample_count: int) -> QuerySampleLibrary:
+        """A QSL over a text model's token samples ``[N, 3, seq_len]`` (int64: ids, mask,
+        token types), gathered into batches as images are."""
+        return cls(np.ascontiguousarray(tokens, dtype=np.int64), labels,
+                   performance_sample_count)
 
     @classmethod
     def from_dataset(
@@ -118,8 +127,9 @@ class QuerySampleLibrary:
         rows = self._rows[idx]
         order = np.argsort(rows, kind="stable")
         raw_pixels = self._recipe is not None and self._recipe.dtype == "uint8"  # uint8 model
-        out = np.empty((len(idx), *self.sample_shape()),
-                       dtype=np.uint8 if raw_pixels else np.float32)
+        dtype = (self._source.dtype if self._recipe is None  # float32, or a text's int64
+                 else np.uint8 if raw_pixels else np.float32)
+        out = np.empty((len(idx), *self.sample_shape()), dtype=dtype)
         step = 256  # bounds the uint8 temporary; float32 output is written in place
         for start in range(0, len(idx), step):
             part = order[start : start + step]

@@ -107,10 +107,14 @@ def workload_text(results: dict[str, Any]) -> str | None:
     known = MODELS.get(model.get("name", ""))
     if not shape or (known is not None and known.builtin_dataset == "photos"
                      and not model.get("weights_note") and dataset.get("builtin")
+                     and "height" in shape
                      and (shape["height"], shape["width"], model.get("num_classes")) ==
                      (known.input_size, known.input_width, known.num_classes)):
         return None
     data = dataset.get("description") or dataset.get("path", "")
+    if "seq_len" in shape:  # a text model's tokens
+        return (f"model {model.get('name')}: {shape['seq_len']} tokens, {shape['padding']} "
+                f"padding; dataset: {data}")
     note = f"; {model['weights_note']}" if model.get("weights_note") else ""
     return (f"model {model.get('name')}: {shape['channels']}x{shape['height']}x{shape['width']} "
             f"{shape['dtype']} input, {model.get('num_classes')} classes{note}; preprocessing: "

@@ -68,6 +68,11 @@ def _claimants(model_path: str) -> list[Task]:
 
 
 def task_for(config: Any) -> Task:
+    """The run's task, bound to its model (``Task.for_config``): see ``_chosen``."""
+    return _chosen(config).for_config(config)
+
+
+def _chosen(config: Any) -> Task:
     """The run's task: ``config.task`` (checked against the model file where there is one),
     the owner of a built-in ``--model``, or the task the ``--model-path`` file's outputs
     belong to (classification where no task claims it: its reader says what is wrong)."""

@@ -99,6 +99,19 @@ class Task(ABC):
                                                spec.performance_sample_count,
                                                encode=backend.encode_samples)
 
+    def for_config(self, config: Any) -> Task:
+        """The task as the run's model makes it: a task whose metric depends on the model (a
+        text encoder's embedding or classifier head) returns a copy bound to it. By default
+        the task itself."""
+        return self
+
+    def calibration(self, dataset: Any, spec: Any, listing: str | None) -> Any:
+        """The calibration set a static INT8 SUT quantizes with (``sut.interface.Calibration``):
+        images of the dataset, or ``listing``'s; a task with other samples gives its own."""
+        from quantmark.qsl.calibration_sets import CalibrationProvider
+
+        return CalibrationProvider(dataset, spec, listing)
+
     def for_sut(self, sut: Any) -> Task:
         """The task as the SUT ``sut`` (its ``SutInfo``) runs it: where a task's
         postprocessing has a framework's own form (a detector's NMS on the framework's op),

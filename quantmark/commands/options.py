@@ -63,6 +63,15 @@ def model_shape(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     group.add_argument("--channel-order", help="RGB (default) or BGR")
     group.add_argument("--labels", help="class names in the model's output order, one a line: "
                                         "maps the dataset's class folders to its indices")
+    group.add_argument("--seq-len", type=int, default=0, metavar="N",
+                       help="text models: pad (and truncate) every sequence to N tokens "
+                            "(default 128)")
+    group.add_argument("--padding", choices=("fixed", "dynamic"),
+                       help="text models: fixed (every batch at --seq-len, as MLPerf's BERT) "
+                            "or dynamic (each batch cut to its longest sequence)")
+    group.add_argument("--tokenizer", metavar="PATH",
+                       help="text models: tokenizer.json or its folder (default: beside "
+                            "--model-path)")
     return group
 
 
@@ -76,8 +85,11 @@ def shape_fields(args: argparse.Namespace) -> dict:
         raise UserError(f"--num-classes {args.num_classes}: give 2 or more (0: the model's own)")
     flags = {"resize": args.resize, "resize_short": args.resize_short, "mean": args.mean,
              "std": args.std, "scale": args.scale, "channel_order": args.channel_order}
+    if args.seq_len < 0:
+        raise UserError(f"--seq-len {args.seq_len}: give a token count, e.g. 128")
     return {"input_size": args.input_size or "", "num_classes": args.num_classes,
-            "preprocess": recipe_data(args.preprocess, flags), "labels": args.labels}
+            "preprocess": recipe_data(args.preprocess, flags), "labels": args.labels,
+            "seq_len": args.seq_len, "padding": args.padding or "", "tokenizer": args.tokenizer}
 
 
 def output(parser: argparse.ArgumentParser, default: str | None = "results",

@@ -39,6 +39,11 @@ class WorkloadFields:
     # folder names (or a val_map's) to the model's indices
     labels: str | None = None
     calibration_list: str | None = None
+    # a text model's sequence length (0: the task's default), its padding ("": fixed) and
+    # its tokenizer (a tokenizer.json or its folder; None: beside the model file)
+    seq_len: int = 0
+    padding: str = ""
+    tokenizer: str | None = None
 
 
 @dataclass

@@ -134,6 +134,12 @@ def model_shape(spec: Any) -> dict[str, Any]:
     from quantmark.models.preprocessing import describe
     from quantmark.models.workload import resized_weights_note
 
+    if spec.task == "text":  # tokens, not pixels
+        return {"input": {"seq_len": spec.seq_len, "padding": spec.padding, "dtype": "int64",
+                          "rows": ["input_ids", "attention_mask", "token_type_ids"]},
+                "num_classes": spec.num_classes if spec.head == "classifier" else None,
+                "preprocessing": f"the model's tokenizer, padded to {spec.seq_len} tokens "
+                                 f"({spec.padding} padding)", "weights_note": None}
     return {"input": {"height": spec.input_size, "width": spec.input_width,
                       "channels": spec.channels, "dtype": spec.input_dtype},
             "num_classes": spec.num_classes, "preprocessing": describe(spec),
@@ -146,6 +152,8 @@ def write_groups(work: Path, dataset: Any) -> None:
     accuracy intervals. An image the file does not name is its own source."""
     from quantmark.qsl.groups import VAL_GROUPS, read_groups
 
+    if not Path(dataset.root).is_dir():  # a text task's file of sentences: each its own
+        return
     groups = read_groups(dataset.root)
     if groups is not None:
         atomic_write_text(work / VAL_GROUPS,

@@ -91,7 +91,7 @@ def build_sut(config: RunConfig) -> tuple[Any, Any, Any, CalibrationProvider, Ba
     spec = task.resolve_spec(config)
     info = require_available(config.sut)
     dataset = task.open_dataset(config, spec)
-    calibration = CalibrationProvider(dataset, spec, task.calibration_list(config, dataset))
+    calibration = task.calibration(dataset, spec, task.calibration_list(config, dataset))
     options = SutOptions(model=config.model, scenario=config.scenario,
                          batch_size=config.batch_size, threads=config.threads,
                          model_path=task.model_file(config), extra=dict(config.sut_options))

@@ -27,6 +27,7 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.detector_graph import detector_artifact, is_detector, sample_shape
+from quantmark.models.text_graph import is_text, probe_tokens, text_artifact, token_feeds
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.onnxruntime.kernels import FLOAT_COMPUTE, INTEGER_KERNELS, TYPE_PRECISION
@@ -74,7 +75,7 @@ class OnnxRuntimeBackend(Backend):
 
     def __init__(self, model_path: str, precision: str, threads: int, artifact: Any,
                  spin: bool = True, sut: SutInfo | None = None,
-                 input_shape: tuple[int, ...] | None = None) -> None:
+                 input_shape: tuple[int, ...] | None = None, dynamic: bool = False) -> None:
         self.model_path = model_path
         self.precision = precision
         # the registry entry whose proof the load-time check demands
@@ -89,8 +90,11 @@ class OnnxRuntimeBackend(Backend):
         self.label_offset = int((artifact.meta or {}).get("label_offset", 0))
         #: a detector's head output by name (the file may have others); a classifier's: all,
         #: the first read
-        self._outputs = ([artifact.meta["output_name"]] if is_detector(artifact.meta or {})
-                         else None)
+        meta = artifact.meta or {}
+        self._outputs = ([meta["output_name"]] if is_detector(meta) or is_text(meta) else None)
+        #: a text model's token inputs and whether each batch is cut to its longest sequence
+        self._token_inputs: tuple[str, ...] = tuple(meta.get("inputs", ())) if is_text(meta) else ()
+        self._dynamic = dynamic
         self._session: Any = None
         self._input_name = ""
         self._executed: dict[str, Any] = {}
@@ -115,7 +119,7 @@ class OnnxRuntimeBackend(Backend):
                     self.model_path, sess_options=options, providers=self._providers(),
                     **session_extras(self.artifact))
                 self._input_name = self._session.get_inputs()[0].name
-                self._session.run(None, {self._input_name: self._probe_input()})
+                self._session.run(None, self._probe_feeds())
             except Exception as exc:  # ORT raises its own exception types
                 raise SutError(f"onnxruntime could not run {self.model_path}: {exc}") from exc
             events = node_kernel_events(self._session.end_profiling())
@@ -155,6 +159,14 @@ class OnnxRuntimeBackend(Backend):
         """Read more evidence from the load-time profile's node events (GPU SUTs: which
         execution provider ran each node)."""
 
+    def _probe_feeds(self) -> dict[str, np.ndarray]:
+        """The load-time evidence run's feeds: the token inputs of a text model (at the run's
+        sequence length), else the one image input."""
+        if self._token_inputs:
+            tokens = probe_tokens(self.input_shape[-1] if self.input_shape else 8)
+            return token_feeds(tokens, self._token_inputs, dynamic=False)
+        return {self._input_name: self._probe_input()}
+
     def _probe_input(self) -> np.ndarray:
         """A batch-1 zero input of the model's shape (symbolic dims: the fed sample's, else 1)
         and type (float32, or a raw-pixel model's uint8)."""
@@ -183,6 +195,9 @@ class OnnxRuntimeBackend(Backend):
         log.warning("%s executed as %s: %s", name, self._executed["executed_precision"], note)
 
     def predict(self, batch: np.ndarray) -> np.ndarray:
+        if self._token_inputs:
+            return self._session.run(self._outputs,
+                                     token_feeds(batch, self._token_inputs, self._dynamic))[0]
         return self._session.run(self._outputs, {self._input_name: batch})[0]
 
     def describe(self) -> dict[str, Any]:
@@ -264,7 +279,10 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     if path and not (path.endswith(".onnx") or is_torch_weights(path)):
         raise UserError(f"--model-path {path}: the ONNX Runtime SUTs take an .onnx file or a "
                         f"torch state_dict (.pt/.pth) of model {options.model}")
-    fp32 = fp32_onnx(spec, path)
+    if is_text(spec):
+        fp32 = text_artifact(path, spec, f"model {spec.name}: --model-path {path}")
+    else:
+        fp32 = fp32_onnx(spec, path)
     if is_detector(spec):
         fp32 = detector_artifact(fp32, spec)
     check_fixed_batch(fp32, options.batch_size)
@@ -286,7 +304,10 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OnnxR
     # so would they the other members of an ensemble (co-located models).
     spin = options.scenario != "Server" and not options.co_located
     layout = artifact.meta.get("layout", "NCHW")
-    shape = (sample_shape(spec, layout) if is_detector(spec)
-             else recipe_for(spec, layout).input_shape())
+    if is_text(spec):
+        shape: tuple[int, ...] = (3, spec.seq_len)
+    else:
+        shape = (sample_shape(spec, layout) if is_detector(spec)
+                 else recipe_for(spec, layout).input_shape())
     return OnnxRuntimeBackend(str(artifact.path), precision, options.threads, artifact, spin,
-                              sut, shape)
+                              sut, shape, dynamic=spec.padding == "dynamic")

@@ -37,6 +37,7 @@ from quantmark.ground.hashing import hash_file, hash_json
 from quantmark.models.artifacts import Artifact, cached_build, progress
 from quantmark.models.detector_graph import is_detector, task_key
 from quantmark.models.qdq import ArrayReader, check_nchw_calibration, count_qdq_nodes
+from quantmark.models.text_graph import is_text, token_feeds
 from quantmark.sut.layers import Recipe
 
 #: the INT8 calibration table ONNX Runtime's TensorRT provider reads (ort-trt-int8)
@@ -66,8 +67,51 @@ class ModelInputReader(ArrayReader):
             yield np.ascontiguousarray(self.data[i:i + self.batch])
 
 
+class TokenInputReader(ArrayReader):
+    """A text model's calibration: token samples ``[N, 3, L]`` fed as its named inputs, each
+    batch cut to its longest sequence (as the run feeds dynamic batches)."""
+
+    def __init__(self, data: np.ndarray, inputs: tuple[str, ...], batch: int = 8) -> None:
+        super().__init__(data, inputs[0], batch=batch)
+        self.inputs = inputs
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        chunk = next(self._it, None)
+        if chunk is None:
+            self.exhausted_at = self.exhausted_at or time.perf_counter()
+            return None
+        return {name: np.ascontiguousarray(value)
+                for name, value in token_feeds(chunk, self.inputs, dynamic=True).items()}
+
+    def _batches(self) -> Iterator[np.ndarray]:
+        for i in range(0, len(self.data), self.batch):
+            yield self.data[i:i + self.batch]
+
+
+def _reader(fp32: Artifact, calibration: np.ndarray) -> ArrayReader:
+    """The calibration reader for ``fp32``'s inputs: token rows for a text model, else the
+    one image input."""
+    if is_text(fp32.meta):
+        return TokenInputReader(calibration, tuple(fp32.meta["inputs"]),
+                                batch=QUANT_RECIPE["calibration_batch"])
+    return ModelInputReader(calibration, fp32.meta.get("input_name", "input"),
+                            batch=QUANT_RECIPE["calibration_batch"])
+
+
+def pre_process_options(fp32: Artifact) -> dict[str, Any]:
+    """quant_pre_process's options for ``fp32``: a transformer's symbolic shapes (sequence
+    arithmetic) defeat ORT's symbolic inference, so a text model gets ONNX's own only."""
+    return {"skip_symbolic_shape": True} if is_text(fp32.meta) else {}
+
+
 def check_calibration(calibration: np.ndarray, layout: str) -> None:
-    """A non-empty 4-D batch of 1- or 3-channel images in ``layout``."""
+    """A non-empty 4-D batch of 1- or 3-channel images in ``layout``, or of token samples
+    ``[N, 3, L]`` for a text model."""
+    if layout == "tokens":
+        if calibration.ndim != 3 or calibration.shape[1] != 3 or len(calibration) == 0:
+            raise ValueError(f"calibration must be a non-empty [N, 3, L] batch of token "
+                             f"samples, got {calibration.shape}")
+        return
     channels = calibration.shape[1 if layout == "NCHW" else -1] if calibration.ndim == 4 else 0
     if calibration.ndim != 4 or channels not in (1, 3) or len(calibration) == 0:
         raise ValueError(f"calibration must be a non-empty {layout} batch of 1- or 3-channel "
@@ -102,11 +146,10 @@ def quantize_static_int8(fp32: Artifact, calibration: np.ndarray, calibration_ha
                  f"{describe_changes(changes)} ...")
         pre = folder / "pre.onnx"
         t0 = time.perf_counter()
-        quant_pre_process(str(fp32.path), str(pre))
+        quant_pre_process(str(fp32.path), str(pre), **pre_process_options(fp32))
         pre_s = time.perf_counter() - t0
         head, head_meta = _float_head(fp32, pre)
-        reader = ModelInputReader(calibration, fp32.meta.get("input_name", "input"),
-                                  batch=QUANT_RECIPE["calibration_batch"])
+        reader = _reader(fp32, calibration)
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8.onnx"
         t1 = time.perf_counter()
         quantize_static(
@@ -232,7 +275,7 @@ def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
         started = time.perf_counter()
         # shape inference first: the dynamo export carries value_info that quantize_dynamic's
         # own inference contradicts (classifier dims) unless pre-processed
-        quant_pre_process(str(fp32.path), str(pre))
+        quant_pre_process(str(fp32.path), str(pre), **pre_process_options(fp32))
         head, head_meta = _float_head(fp32, pre)
         out = folder / f"{fp32.path.stem.removesuffix('-fp32')}-int8dyn.onnx"
         quantize_dynamic(str(pre), str(out), weight_type=QuantType.QInt8, per_channel=True,

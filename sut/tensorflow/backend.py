@@ -349,6 +349,9 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Tenso
     ``calibration`` is unused: no TensorFlow SUT quantizes.
     """
     module_sut(name, __name__)  # another module's SUT: one line naming this module's
+    from quantmark.models.text_graph import refuse_tensorflow
+
+    refuse_tensorflow(name, spec)
     check_model_path(options.model_path, options.model)
     _gpu_memory_growth()
     _apply_threads(name, options.threads)

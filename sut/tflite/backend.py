@@ -385,8 +385,10 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TFLit
 
     ``calibration`` (``arrays(layout)``, ``hash()``) is only read for tflite-int8 conversion.
     """
+    from quantmark.models.text_graph import refuse_tensorflow
     from quantmark.sut.tflite.convert import prepare_tflite
 
+    refuse_tensorflow(name, spec)
     invoke = str(options.extra.get(TFLITE_INVOKE_OPTION, "batched"))
     if invoke not in INVOKE_MODES:
         raise UserError(f"tflite_invoke={invoke!r}: choose one of {', '.join(INVOKE_MODES)}")
