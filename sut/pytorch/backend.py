@@ -15,7 +15,8 @@ Every SUT proves at load what it executes, from one forward pass or from the gra
 
 A detector (``spec.task == "detection"``) returns its raw head ``[N, 4 + C, anchors]``; the
 built-in one is rebuilt in torch rather than read from the ONNX file the run names, torch-int8
-keeps its box decode float, and torch-int8dyn refuses it (``detection``).
+keeps its box decode float, and torch-int8dyn refuses it (``detection``). A text encoder
+(``spec.task == "text"``) runs in ``text``'s backend, proven by torch.profiler's kernels.
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ from torch import nn
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.detector_graph import is_detector
-from quantmark.sut.info import SutInfo
+from quantmark.models.text_graph import is_text
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.pytorch import detection as td
 from quantmark.sut.pytorch import quantize as tq
+from quantmark.sut.pytorch import text as tt
+from quantmark.sut.pytorch.shared import COMPILE_TOLERANCE, fp32_settings, mode_of, unique_graphs
 from quantmark.sut.registry import module_sut
 
 COMPUTE_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
-COMPILE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}  # inductor reorders float sums
 _FORMAT_SUTS = {".onnx": "ort-", ".xml": "ov-", ".tflite": "tflite-"}
 
 
@@ -67,12 +69,6 @@ def layer_output_dtypes(model: nn.Module, x: torch.Tensor,
         for handle in handles:
             handle.remove()
     return {name: dict(counts) for name, counts in sorted(seen.items())}
-
-
-def mode_of(sut: SutInfo) -> str:
-    """How a torch SUT is loaded and run: its precision key, or "compile" for the compiled
-    variant (FP32 through torch.compile)."""
-    return "compile" if sut.variant == "compile" else sut.precision_key
 
 
 def _count(dtypes: dict[str, dict[str, int]], dtype: str) -> int:
@@ -126,7 +122,7 @@ class TorchBackend(Backend):
         self._run = self._model
         self._executed = {"executed_precision": "fp32",
                           "evidence": {"fp32_layers": _count(dtypes, "float32")},
-                          "layer_output_dtypes": dtypes, **_fp32_settings()}
+                          "layer_output_dtypes": dtypes, **fp32_settings()}
 
     def _load_bf16(self, x: torch.Tensor) -> None:
         dtypes = layer_output_dtypes(self._model, x, autocast=True)
@@ -221,7 +217,7 @@ class TorchBackend(Backend):
                            f"(max abs diff {diff:.3g}, dtype {got.dtype})")
         self._run = compiled
         self._compiled_sizes = sizes
-        self._graphs_after_load = _unique_graphs()
+        self._graphs_after_load = unique_graphs()
         self._executed = {
             "executed_precision": "fp32",
             "evidence": {"fp32_layers_eager": _count(dtypes, "float32"),
@@ -237,7 +233,7 @@ class TorchBackend(Backend):
                             kind: counters["inductor"][f"fxgraph_cache_{kind}"]
                             - cache_before.get(f"fxgraph_cache_{kind}", 0)
                             for kind in ("hit", "miss")}},
-            **_fp32_settings(),
+            **fp32_settings(),
         }
 
     # ------------------------------------------------------------------ predict
@@ -296,7 +292,7 @@ class TorchBackend(Backend):
         if self.mode == "compile" and "compile" in info:
             info["compile"] = {**info["compile"], "padded_calls": self._padded,
                                "graphs_compiled_after_load":
-                               _unique_graphs() - self._graphs_after_load}
+                               unique_graphs() - self._graphs_after_load}
         return info
 
     def speed_settings(self, scenario: str, batch_size: int) -> dict[str, Any]:
@@ -308,19 +304,6 @@ class TorchBackend(Backend):
     def close(self) -> None:
         self._run = None
         self._model = None
-
-
-def _fp32_settings() -> dict[str, Any]:
-    """Settings that would let oneDNN run an "fp32" model at lower internal precision."""
-    return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "mkldnn_conv_fp32_precision": str(getattr(getattr(torch.backends.mkldnn, "conv",
-                                                              None), "fp32_precision", "n/a"))}
-
-
-def _unique_graphs() -> int:
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
 
 
 def _check_model_path(path: str | None) -> None:
@@ -353,12 +336,16 @@ def probe_sample(name: str, spec: Any) -> np.ndarray:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(0)).numpy()
 
 
-def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> TorchBackend:
-    """Prepare the artifact (cached FP32 state_dict or INT8 TorchScript), build the backend.
+def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> Backend:
+    """Prepare the artifact (cached FP32 state_dict or INT8 TorchScript), build the backend;
+    a text encoder's backend is ``text``'s.
 
     ``calibration`` is only read for torch-int8; the other SUTs probe with a seeded input.
     """
-    mode = mode_of(module_sut(name, __name__))
+    sut = module_sut(name, __name__)
+    if is_text(spec):
+        return tt.create(name, sut, options, spec)
+    mode = mode_of(sut)
     note: dict[str, Any] = {}
     if is_detector(spec):  # given its ONNX file: the built-in is rebuilt, others refused
         options, note = td.torch_model(name, spec, options)
