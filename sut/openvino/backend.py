@@ -9,11 +9,14 @@ layers do not run its precision fails at load (an INT8 or BF16 label on FP32 wor
 lie), with one documented exception: the CPU plugin runs an f16 hint as bf16 on CPUs without
 FP16 arithmetic, and ``ov-fp16`` then runs and says so (``executed_precision`` "bf16" and a
 ``precision_note``).
+
+A text encoder (``models.text_graph``) runs the same way from its ONNX file, read by OpenVINO's
+ONNX frontend with its token inputs fed by name (``sut.openvino.text``: shapes, NNCF's
+transformer INT8 recipe, and the record's text evidence).
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import weakref
@@ -24,9 +27,10 @@ import numpy as np
 
 from quantmark.ground.errors import SutError, UserError
 from quantmark.models.detector_graph import is_detector
+from quantmark.models.text_graph import is_text
 from quantmark.sut.info import SutInfo
 from quantmark.sut.interface import Backend, SutOptions
-from quantmark.sut.openvino.runtime_graph import COMPUTE_LAYERS, PRECISION_CLASS
+from quantmark.sut.openvino.runtime_graph import executed_precision, rt_text, runtime_evidence
 from quantmark.sut.openvino.suts import OV_API_OPTION, OV_APIS, OV_STREAMS, OV_STREAMS_OPTION
 from quantmark.sut.registry import find_sut, module_sut
 
@@ -40,40 +44,6 @@ DEFAULT_API = "sync"
 CALLBACK_RELEASE_S = 60.0
 #: compiled models close() could not release safely: kept alive rather than deadlock
 _KEPT_ALIVE: list[Any] = []
-
-
-def _text(value: Any) -> str:
-    """rt_info values are OVAny; property values may be ov.Type: both as plain strings."""
-    if hasattr(value, "astype"):
-        value = value.astype(str)
-    if hasattr(value, "get_type_name"):
-        return value.get_type_name()
-    return str(value)
-
-
-def runtime_evidence(compiled: Any) -> dict[str, Any]:
-    """Count compute layers per (layerType, runtimePrecision) in the compiled runtime graph."""
-    by_precision: dict[str, collections.Counter[str]] = collections.defaultdict(
-        collections.Counter)
-    layers: dict[str, list[str]] = collections.defaultdict(list)
-    for op in compiled.get_runtime_model().get_ordered_ops():
-        info = op.get_rt_info()
-        layer_type = _text(info["layerType"]) if "layerType" in info else op.get_type_name()
-        if layer_type not in COMPUTE_LAYERS:
-            continue
-        precision = _text(info["runtimePrecision"]) if "runtimePrecision" in info else "?"
-        name = PRECISION_CLASS.get(precision, precision)
-        by_precision[name][layer_type] += 1
-        layers[name].append(op.get_friendly_name())
-    counts = {k: dict(sorted(v.items())) for k, v in sorted(by_precision.items())}
-    return {"counts": counts, "layers": dict(layers)}
-
-
-def executed_precision(counts: dict[str, dict[str, int]]) -> str:
-    """"int8", "bf16", ... or e.g. "int8+fp32" (most compute layers first) when mixed."""
-    totals = {name: sum(per_type.values()) for name, per_type in counts.items()}
-    ordered = sorted(totals, key=lambda name: (-totals[name], name))
-    return "+".join(ordered) if ordered else "none"
 
 
 class _Completion:
@@ -102,7 +72,7 @@ class OpenVinoBackend(Backend):
 
     def __init__(self, model_path: str, precision: str, scenario: str, threads: int,
                  artifact: Any, api: str = "sync", co_located: bool = False,
-                 sut: SutInfo | None = None, streams: str = "auto") -> None:
+                 sut: SutInfo | None = None, streams: str = "auto", text: Any = None) -> None:
         if api not in OV_APIS:
             raise UserError(f"{OV_API_OPTION}={api!r}: choose one of {', '.join(OV_APIS)}")
         if streams not in OV_STREAMS:
@@ -128,6 +98,8 @@ class OpenVinoBackend(Backend):
         self.label_offset = int(meta.get("label_offset", 0))
         self.output_index = int(meta.get("output_index", 0))
         self._input_hw = meta.get("input_hw")
+        #: a text model's feeding (``text.TextInputs``): token inputs by name; None: an image
+        self._text = text
         #: the compiled model's input type (f32, or a raw-pixel model's u8), known after load
         self._input_dtype: Any = np.float32
         #: worker threads that keep the compiled model busy (OPTIMAL_NUMBER_OF_INFER_REQUESTS)
@@ -168,6 +140,10 @@ class OpenVinoBackend(Backend):
         """The IR as this SUT compiles it: a dynamic height or width set to the run's size, the
         batch static (``static_batch``: SingleStream's) or dynamic. The profiler compiles the
         same model."""
+        if self._text is not None:  # token inputs by name, at the run's sequence shape
+            from quantmark.sut.openvino.text import text_model
+
+            return text_model(core, self.model_path, self._text, static_batch)
         from quantmark.sut.openvino.convert import fix_spatial_dims
         from quantmark.sut.openvino.ir import make_batch_dynamic, make_batch_static
 
@@ -192,6 +168,11 @@ class OpenVinoBackend(Backend):
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses
             raise SutError(f"openvino could not compile {self.model_path}: {exc}") from exc
         compiled = self._compiled
+        if self._text is not None:  # runs on token inputs (before the graph is read)
+            from quantmark.sut.openvino.text import prove_runs
+
+            self.output_index = prove_runs(compiled, self._text, self.static_batch or 1,
+                                           f"{self.sut.name}: {self.model_path}")
         self._input_dtype = np.dtype(compiled.input(0).get_element_type().to_dtype())
         self.preferred_workers = max(1, int(compiled.get_property(
             props.optimal_number_of_infer_requests)))
@@ -202,9 +183,9 @@ class OpenVinoBackend(Backend):
             "executed_precision": executed,
             "compute_layers_by_precision": counts,
             "compiled": {
-                "inference_precision_hint": _text(compiled.get_property(
+                "inference_precision_hint": rt_text(compiled.get_property(
                     hints.inference_precision)),
-                "performance_hint": _text(compiled.get_property(hints.performance_mode)),
+                "performance_hint": rt_text(compiled.get_property(hints.performance_mode)),
                 "num_streams": int(compiled.get_property(props.num_streams)),
                 "optimal_number_of_infer_requests": self.preferred_workers,
                 "inference_num_threads": int(compiled.get_property(
@@ -218,6 +199,10 @@ class OpenVinoBackend(Backend):
             main = executed.split("+")[0]
             self._executed["other_precision_layers"] = {
                 name: names for name, names in evidence["layers"].items() if name != main}
+        if self._text is not None:
+            from quantmark.sut.openvino.text import text_evidence
+
+            self._executed["text"] = text_evidence(compiled, self._text, evidence["layers"])
         if is_detector(self.artifact.meta or {}):  # its head: which layers ran it, how
             from quantmark.sut.openvino.detection import head_evidence
 
@@ -270,9 +255,10 @@ class OpenVinoBackend(Backend):
         if self.static_batch and len(batch) != self.static_batch:  # other callers: per sample
             return np.concatenate([self.predict(batch[i:i + 1]) for i in range(len(batch))])
         request = self._request()
-        batch = np.ascontiguousarray(batch, dtype=self._input_dtype)
+        inputs = (self._text.feeds(batch) if self._text is not None
+                  else {0: np.ascontiguousarray(batch, dtype=self._input_dtype)})
         # share_outputs: views of the request's buffers, reused by its next infer -> copy
-        result = request.infer({0: batch}, share_inputs=True, share_outputs=True)
+        result = request.infer(inputs, share_inputs=True, share_outputs=True)
         return np.array(result[self.output_index], copy=True)
 
     def _submit(self, count: int, fill: Any, done: Any) -> None:
@@ -293,6 +279,9 @@ class OpenVinoBackend(Backend):
         buffer = self._async_buffers.get((request_id, count))
         batch = fill(buffer)
         self._async_buffers[(request_id, count)] = batch  # reused once this request is idle
+        if self._text is not None:  # feeds cut from the buffer: copied into the request
+            queue.start_async(self._text.feeds(batch), userdata=done, share_inputs=False)
+            return
         queue.start_async({0: batch}, userdata=done, share_inputs=True)
 
     def describe(self) -> dict[str, Any]:
@@ -314,14 +303,16 @@ class OpenVinoBackend(Backend):
         from quantmark.sut.openvino.vendor import benchmark_app_command
 
         compiled = self._executed["compiled"]
+        queued = self.api == "async" and (scenario not in LATENCY_SCENARIOS or batch_size > 1)
         return {
             "api": ("InferRequest.infer, one request per worker thread (the GIL is released)"
                     if self.api == "sync" else
                     f"AsyncInferQueue of {self.preferred_workers} requests, one feeder thread"
-                    if scenario not in LATENCY_SCENARIOS or batch_size > 1 else
+                    if queued else
                     "InferRequest.infer inline on LoadGen's thread (SingleStream)"),
-            "input": ("numpy batch shared with the request (share_inputs=True); OpenVINO "
-                      "copies a read-only one, as SingleStream's view of the QSL's samples is"),
+            "input": self._text.input_note(queued) if self._text is not None else (
+                "numpy batch shared with the request (share_inputs=True); OpenVINO "
+                "copies a read-only one, as SingleStream's view of the QSL's samples is"),
             "model_batch": self.static_batch or "dynamic",
             **{key: compiled[key] for key in (
                 "performance_hint", "num_streams", "optimal_number_of_infer_requests",
@@ -331,7 +322,9 @@ class OpenVinoBackend(Backend):
                                                     "SingleStream" if self.latency_hint
                                                     else scenario, batch_size,
                                                     compiled, explicit=bool(self.threads)
-                                                    or self.streams != "auto"),
+                                                    or self.streams != "auto",
+                                                    shapes=self._text.benchmark_shapes(
+                                                        batch_size) if self._text else ()),
         }
 
     def close(self) -> None:
@@ -372,6 +365,8 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
     sut = module_sut(name, __name__)
     precision = sut.precision_key
     path = options.model_path
+    if is_text(spec):
+        return _create_text(sut, options, spec, calibration)
     if path and not str(path).endswith(MODEL_SUFFIXES):
         raise UserError(f"--model-path {path}: the OpenVINO SUTs take a torch state_dict "
                         "(.pt/.pth/.bin), an .onnx file or an OpenVINO IR .xml (with its .bin) "
@@ -386,4 +381,18 @@ def create(name: str, options: SutOptions, spec: Any, calibration: Any) -> OpenV
     return OpenVinoBackend(str(artifact.path), precision, options.scenario, options.threads,
                            artifact, str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
                            co_located=options.co_located, sut=sut,
+                           streams=str(options.extra.get(OV_STREAMS_OPTION, "auto")))
+
+
+def _create_text(sut: SutInfo, options: SutOptions, spec: Any,
+                 calibration: Any) -> OpenVinoBackend:
+    """A text model's SUT: its ONNX file (or NNCF INT8 IR) fed token inputs by name."""
+    from quantmark.sut.openvino.text import text_sut_model
+
+    artifact, text = text_sut_model(spec, options.model_path, sut.precision_key == "int8",
+                                    calibration)
+    return OpenVinoBackend(str(artifact.path), sut.precision_key, options.scenario,
+                           options.threads, artifact,
+                           str(options.extra.get(OV_API_OPTION, DEFAULT_API)),
+                           co_located=options.co_located, sut=sut, text=text,
                            streams=str(options.extra.get(OV_STREAMS_OPTION, "auto")))

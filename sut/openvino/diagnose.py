@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from quantmark.ground.errors import UserError
+from quantmark.models.text_graph import is_text
 from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe
 from quantmark.sut.openvino.recipe import DAMAGE, EXCLUSION, SKIP_TYPES, consumers_of
 from quantmark.sut.openvino.runtime_graph import PRECISION_CLASS
@@ -191,6 +192,9 @@ def capture(backend: Any, samples: np.ndarray) -> LayerCapture:
 
     from quantmark.sut.openvino.ir import make_batch_dynamic
 
+    if is_text(backend.artifact.meta or {}):
+        raise UserError(f"{backend.sut.name}: the layer diagnosis feeds one image input; a "
+                        "text model's token inputs are not supported (run it without diagnose)")
     path = str(backend.artifact.path)
     core = ov.Core()
     model = core.read_model(path)
@@ -236,6 +240,9 @@ def rebuild(name: str, options: Any, spec: Any, calibration: Any, recipe: Recipe
 
     if get_sut(name).precision_key != "int8" or not recipe.key():
         return create(name, options, spec, calibration)
+    if is_text(spec):
+        raise UserError(f"{name}: a layer recipe (excluded layers, damage) quantizes an image "
+                        "model's IR; the text INT8 recipe takes none")
     artifact = ov_fp32_ir(spec, options.model_path)
     if artifact.precision == "int8":
         raise UserError(f"{name}: --model-path {options.model_path} is already quantized; "

@@ -56,7 +56,7 @@ def _compile(backend: Any, batch: int) -> tuple[Any, dict[str, list[str]], str]:
     import openvino as ov
     import openvino.properties as props
 
-    from quantmark.sut.openvino.backend import _text
+    from quantmark.sut.openvino.runtime_graph import rt_text as _text
 
     core = ov.Core()
     try:  # SingleStream's static shape, at the profiled batch
@@ -132,20 +132,22 @@ def profile(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> 
     import openvino as ov
     import openvino.properties.hint as hints
 
-    from quantmark.sut.openvino.backend import _text
+    from quantmark.sut.openvino.runtime_graph import rt_text as _text
 
     _check(backend, samples, iterations, warmup)
     compiled, originals, streams = _compile(backend, len(samples))
     request = compiled.create_infer_request()
+    text = getattr(backend, "_text", None)  # a text model: its token inputs by name
     dtype = np.dtype(compiled.input(0).get_element_type().to_dtype())
-    batch = np.ascontiguousarray(samples, dtype=dtype)
+    feeds = (text.feeds(samples) if text is not None
+             else {0: np.ascontiguousarray(samples, dtype=dtype)})
     for _ in range(warmup):
-        request.infer({0: batch}, share_inputs=True)
+        request.infer(feeds, share_inputs=True)
     before = _executed(request) if warmup else []
     wall: list[float] = []
     for _ in range(iterations):
         start = time.perf_counter()
-        request.infer({0: batch}, share_inputs=True)
+        request.infer(feeds, share_inputs=True)
         wall.append(time.perf_counter() - start)
     after = _executed(request)
     means = _means_us(before, after, warmup, iterations)
