@@ -127,8 +127,9 @@ def _scan(root: Path, machines: dict[str, dict[str, Any]]
         found.append(_Found(folder, relative, results, summary, tracked.get(str(relative), {}),
                             system, bool(manifest)))
     host = found[0].system if found else ""
+    padding = str((manifest.spec if manifest else {}).get("padding") or "")  # a text sweep's
     return found, [Explained(
-        entry.get("node") or host or "this machine", entry_label(entry),
+        entry.get("node") or host or "this machine", entry_label(entry, padding),
         sut_label(entry["sut"], entry.get("sut_options")), entry["scenario"],
         entry["batch_size"], entry["mode"], entry["status"], entry.get("message", ""))
         for entry in cells.values() if entry.get("status") != "ok"]

@@ -1,5 +1,6 @@
-"""The figure of each reduced precision's speedup over FP32 against input size: one line per SUT
-(a colour per framework, a line style per precision), each point with its interval.
+"""The figure of each reduced precision's speedup over FP32 against input size (a text model's
+against sequence length: one figure per ``workload_axes.Axis``): one line per SUT (a colour per
+framework, a line style per precision), each point with its interval.
 
 One figure per machine, model, dataset and scenario, at the batch size most of its points ran
 (``workload_tables`` lists every batch): points of other datasets, batches or SUT options are
@@ -21,10 +22,10 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from quantmark.report.characterize import Config, Study  # noqa: E402
 from quantmark.report.figures import LINE_STYLE, PALETTE, Figure  # noqa: E402
 from quantmark.report.stats import Ratio  # noqa: E402
-from quantmark.report.workload_tables import Group, size_groups  # noqa: E402
+from quantmark.report.workload_axes import AXES, SIZE, Axis, Group, groups  # noqa: E402
 
 TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0, 16.0)
-CAPTION = ("Each point: the SUT's speedup over its framework's FP32 at the same input size "
+CAPTION = ("Each point: the SUT's speedup over its framework's FP32 at the same {axis} "
            "(median over repeats, paired by repeat); error bars: its {level} interval, "
            "corrected for the report's number of speedup verdicts. Hollow: no measurable "
            "difference (the interval holds 1×) or one run (no interval).")
@@ -52,10 +53,11 @@ def _slug(*parts: object) -> str:
     return "-".join(str(p).replace("/", "_").replace(" ", "_") for p in parts)
 
 
-def _draw_line(ax, configs: list[Config], color, style: str) -> list[float]:
-    """One SUT's points in size order, filled where the interval excludes 1×; their
+def _draw_line(ax, configs: list[Config], color, style: str, axis: Axis = SIZE
+               ) -> list[float]:
+    """One SUT's points in size (length) order, filled where the interval excludes 1×; their
     speedups."""
-    points = [(math.sqrt(c.workload.size[0] * c.workload.size[1]),
+    points = [(axis.position(c.workload),
                c.derived["speedup_vs_fp32_ratio"]) for c in configs
               if c.derived["speedup_vs_fp32_ratio"] is not None]
     if not points:
@@ -86,8 +88,10 @@ def _y_axis(ax, speedups: list[float]) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}×"))
 
 
-def size_figure(study: Study, group: Group, configs: list[Config]) -> Figure:
-    """Speedup against input size for one (system, model, dataset, scenario, batch)."""
+def size_figure(study: Study, group: Group, configs: list[Config], axis: Axis = SIZE
+                ) -> Figure:
+    """Speedup against input size (``axis``) for one (system, model, dataset, scenario,
+    batch)."""
     system, model, dataset, scenario, batch = group
     families = list(dict.fromkeys(c.family for c in study.configs))
     fig, ax = plt.subplots(figsize=(8, 4.8))
@@ -95,33 +99,34 @@ def size_figure(study: Study, group: Group, configs: list[Config]) -> Figure:
     for sut in dict.fromkeys(c.sut for c in configs):
         mine = [c for c in configs if c.sut == sut]
         speedups += _draw_line(ax, mine, PALETTE(families.index(mine[0].family) % 10),
-                               LINE_STYLE.get(mine[0].variant, (0, (5, 1))))
-    sizes = sorted({c.workload.size for c in configs}, key=lambda s: s[0] * s[1])
+                               LINE_STYLE.get(mine[0].variant, (0, (5, 1))), axis)
+    ticks = {axis.position(c.workload): axis.text(c.workload) for c in configs}
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.set_xticks([math.sqrt(h * w) for h, w in sizes],
-                  [str(h) if h == w else f"{h}x{w}" for h, w in sizes])
+    ax.set_xticks(sorted(ticks), [ticks[x] for x in sorted(ticks)])
     _y_axis(ax, speedups)
     ax.minorticks_off()
     what = "official latency" if configs[0].latency_metric else "samples/s"
-    ax.set_xlabel("input size (pixels, log scale)")
+    ax.set_xlabel(f"{axis.name} ({axis.unit}, log scale)")
     ax.set_ylabel(f"speedup vs the framework's FP32 ({what})")
-    ax.set_title(f"{model} on {system}, dataset {dataset}: {scenario} speedup by input size, "
+    ax.set_title(f"{model} on {system}, dataset {dataset}: {scenario} speedup by {axis.name}, "
                  f"batch {batch}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
     levels = {c.derived["speedup_vs_fp32_ratio"].confidence for c in configs
               if c.derived["speedup_vs_fp32_ratio"] is not None}
     level = f"{levels.pop():.2%}".replace(".00%", "%") if len(levels) == 1 else "corrected"
-    return Figure("speedup", f"Speedup by input size — {model}, {dataset}, {scenario} ({system})",
-                  f"speedup-by-size-{_slug(system, model, dataset, scenario)}-b{batch}.png",
-                  _png(fig), f"{scenario} speedup over FP32 against input size for {model}, "
-                  "one line per SUT, with intervals", CAPTION.format(level=level))
+    return Figure("speedup", f"Speedup by {axis.name} — {model}, {dataset}, {scenario} "
+                  f"({system})",
+                  f"speedup-by-{axis.slug}-{_slug(system, model, dataset, scenario)}-b{batch}"
+                  ".png", _png(fig), f"{scenario} speedup over FP32 against {axis.name} for "
+                  f"{model}, one line per SUT, with intervals",
+                  CAPTION.format(axis=axis.name, level=level))
 
 
 def size_figures(study: Study) -> list[Figure]:
-    """Every speedup-by-size figure the study has two sizes or more for."""
-    return [size_figure(study, group, configs)
-            for group, configs in _chosen(size_groups(study)).items()
+    """Every speedup-by-size (by-length) figure the study has two values or more for."""
+    return [size_figure(study, group, configs, axis) for axis in AXES
+            for group, configs in _chosen(groups(study, axis)).items()
             if any(c.derived["speedup_vs_fp32_ratio"] is not None for c in configs)]

@@ -42,9 +42,9 @@ def _pairing(metric: Metric) -> str:
                 "both saw): its 95% interval and p-value come from a t test over source "
                 "photos where crops share one (the built-in dataset), else from McNemar's "
                 "exact test.")
-    return (f" `Δ {metric.name}` pairs the two accuracy runs image by image (the images both "
-            "scored): its 95% interval is the task's own, resampled over images as each cell "
-            "names.")
+    return (f" `Δ {metric.name}` pairs the two accuracy runs sample by sample (the images or "
+            "sentences both scored): its 95% interval is the task's own, resampled over those "
+            "samples as each cell names.")
 
 
 def notes(study: Study) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import quantmark.report.profile_section as profile_section  # run.py profile's records
 import quantmark.report.recommend_section as recommend_section  # run.py recommend's
-import quantmark.report.workload_tables as workload_tables  # by input size, by dataset
+import quantmark.report.workload_tables as workload_tables  # by size, length, dataset
 from quantmark.ground.hashing import atomic_write_bytes, atomic_write_text
 from quantmark.ground.metric import TOP1, Metric
 from quantmark.report import diagnosis_section, ensemble_tables, ensembles, quality, training

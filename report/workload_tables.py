@@ -1,14 +1,16 @@
-"""When a report's runs differ in input size or dataset: each reduced precision's speedup over
-FP32 as a function of input size, per framework, and each precision's accuracy change on each
+"""When a report's runs differ in input size (a text model's sequence length) or dataset: each
+reduced precision's speedup over FP32 as a function of input size or sequence length, per
+framework (one table per ``workload_axes.Axis``), and each precision's accuracy change on each
 dataset (the seed study's "models, datasets, image sizes" comparison).
 
 Every row is one configuration's own figure, as ``characterize.derive`` made it: its speedup
-over the FP32 SUT of the same framework on the same machine, model, input size, dataset, SUT
-options, scenario and batch (repeats paired by index; the interval corrected for the report's
-number of speedup verdicts), and its paired change in its task's metric over that FP32's
-accuracy run (``report.quality`` labels it: top-1, a detector's mAP; a table of rows scored by
-several metrics has one column per metric). Nothing is pooled across sizes, datasets or
-options: they only sit side by side here.
+over the FP32 SUT of the same framework on the same machine, model, input size or sequence
+length, dataset, SUT options, scenario and batch (repeats paired by index; the interval
+corrected for the report's number of speedup verdicts), and its paired change in its task's
+metric over that FP32's accuracy run (``report.quality`` labels it: top-1, a detector's mAP, a
+text encoder's cosine to FP32; a table of rows scored by several metrics has one column per
+metric). Nothing is pooled across sizes, lengths, datasets or options: they only sit side by
+side here.
 """
 
 from __future__ import annotations
@@ -21,29 +23,42 @@ from quantmark.report import quality
 from quantmark.report.characterize import Config, Study, is_fp32
 from quantmark.report.intervals import quality_columns, speedup_text, verdict
 from quantmark.report.table_formats import csv_text, html_table, markdown_table, ordered
+from quantmark.report.workload_axes import AXES, SEQ_LEN, SIZE, Axis, Group, groups, shape_text
 
-SIZE_TITLE = "Speedup over FP32 by input size"
+SIZE_TITLE = SIZE.title
+SEQ_LEN_TITLE = SEQ_LEN.title
 DATASET_TITLE = "Accuracy change by dataset"
-SIZE_HEADER = ["system", "model", "dataset", "scenario", "batch", "SUT", "input size",
-               "× fw FP32", "verdict"]  # then each metric's change (``quality_columns``)
 DATASET_HEADER = ["system", "model", "input size", "dataset", "SUT"]  # then the quality's
-SIZE_CSV_HEADER = ["system", "model", "dataset", "scenario", "batch_size", "sut", "framework",
-                   "precision", "input_height", "input_width", "speedup_vs_fp32",
-                   "speedup_low", "speedup_high", "speedup_confidence", "speedup_verdict",
-                   "speedup_paired", "n", "fp32_baseline"]  # then each metric's change
 CHANGE_SUFFIXES = ("change_pts", "change_low_pts", "change_high_pts")
+
+
+def speedup_header(axis: Axis) -> list[str]:
+    """A speedup table's columns; then each metric's change (``quality_columns``)."""
+    return ["system", "model", "dataset", "scenario", "batch", "SUT", axis.name, "× fw FP32",
+            "verdict"]
+
+
+def speedup_csv_header(axis: Axis) -> list[str]:
+    """A speedup CSV's columns; then each metric's change (``CHANGE_SUFFIXES``)."""
+    return ["system", "model", "dataset", "scenario", "batch_size", "sut", "framework",
+            "precision", *axis.csv_columns, "speedup_vs_fp32", "speedup_low", "speedup_high",
+            "speedup_confidence", "speedup_verdict", "speedup_paired", "n", "fp32_baseline"]
+
+
+SIZE_HEADER = speedup_header(SIZE)
+SIZE_CSV_HEADER = speedup_csv_header(SIZE)
 
 
 def _names(metrics: list[Metric]) -> str:
     return " or ".join(metric.name for metric in metrics)
 
 
-def size_note(metrics: list[Metric]) -> str:
-    return ("Each row: one configuration's speedup over its framework's FP32 at the same input "
-            "size, dataset, SUT options, scenario and batch (median over repeats, paired by "
-            "repeat; its interval corrected for the report's number of speedup verdicts), and "
-            f"its {_names(metrics)} change over that FP32, paired image by image. A speedup "
-            "whose interval holds 1× is 'no measurable difference'.")
+def size_note(metrics: list[Metric], axis: Axis = SIZE) -> str:
+    return (f"Each row: one configuration's speedup over its framework's FP32 at the same "
+            f"{axis.same}, dataset, SUT options, scenario and batch (median over repeats, "
+            "paired by repeat; its interval corrected for the report's number of speedup "
+            f"verdicts), and its {_names(metrics)} change over that FP32, paired {axis.paired}. "
+            "A speedup whose interval holds 1× is 'no measurable difference'.")
 
 
 def dataset_note(metrics: list[Metric]) -> str:
@@ -56,28 +71,20 @@ def scored_by(configs: list[Config]) -> list[Metric]:
     """The metrics ``configs`` are scored by (``report.quality``), first seen first."""
     return quality.in_order(c.derived["quality_metric"] for c in configs)
 
-Group = tuple[str, str, str, str, int]  # system, model, dataset, scenario, batch
-
-
 def _area(config: Config) -> int:
     size = config.workload.size if config.workload else None
     return size[0] * size[1] if size else 0
 
 
 def size_groups(study: Study) -> dict[Group, list[Config]]:
-    """The reduced-precision configurations to compare across input sizes: per (system, model,
-    dataset, scenario, batch), where that group ran two sizes or more; by SUT, then size."""
-    groups: dict[tuple, list[Config]] = {}
-    for c in study.configs:
-        w = c.workload
-        if w is None or w.size is None or is_fp32(c.sut) or not c.derived["fp32_baseline"]:
-            continue  # an ensemble has no FP32 of its own
-        groups.setdefault((c.system, w.model, w.dataset_id, c.scenario, c.batch_size),
-                          []).append(c)
-    return {(system, configs[0].workload.model, configs[0].workload.dataset, scenario, batch):
-            sorted(configs, key=lambda c: (c.sut, _area(c)))
-            for (system, _, _, scenario, batch), configs in groups.items()
-            if len({c.workload.size for c in configs}) > 1}
+    """The reduced-precision configurations to compare across input sizes
+    (``workload_axes.groups``)."""
+    return groups(study, SIZE)
+
+
+def seq_len_groups(study: Study) -> dict[Group, list[Config]]:
+    """... and a text model's across sequence lengths."""
+    return groups(study, SEQ_LEN)
 
 
 def dataset_configs(study: Study) -> list[Config]:
@@ -92,29 +99,36 @@ def dataset_configs(study: Study) -> list[Config]:
         if c.workload is not None and len(datasets[(c.system, c.workload.model)]) > 1:
             seen.setdefault((c.system, c.model, c.sut), c)
     return sorted(seen.values(), key=lambda c: (c.system, c.workload.model, _area(c),
-                                                c.workload.dataset, c.family, not is_fp32(c.sut)))
+                                                c.workload.seq_len or 0, c.workload.dataset,
+                                                c.family, not is_fp32(c.sut)))
 
 
-def _size_cells(group: Group, c: Config) -> dict[str, str]:
+def _speedup_cells(group: Group, c: Config, axis: Axis) -> dict[str, str]:
     system, model, dataset, scenario, batch = group
     return {"system": system, "model": model, "dataset": dataset, "scenario": scenario,
-            "batch": str(batch), "SUT": c.sut, "input size": c.workload.size_text,
+            "batch": str(batch), "SUT": c.sut, axis.name: axis.text(c.workload),
             "× fw FP32": speedup_text(c, "speedup_vs_fp32"),
             "verdict": verdict(c, "speedup_vs_fp32") or "-"}
 
 
-def _size_table(study: Study) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the speedup-by-size table: each metric's change after the speedup."""
-    groups = size_groups(study)
-    changes = quality_columns(scored_by([c for configs in groups.values() for c in configs]),
+def _speedup_table(study: Study, axis: Axis) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the speedup-by-``axis`` table: each metric's change after the
+    speedup."""
+    found = groups(study, axis)
+    changes = quality_columns(scored_by([c for configs in found.values() for c in configs]),
                               figure=False, agreement=False)
-    header = SIZE_HEADER + [h for h, _ in changes]
-    return header, [ordered(header, {**_size_cells(group, c), **{h: f(c) for h, f in changes}})
-                    for group, configs in groups.items() for c in configs]
+    header = speedup_header(axis) + [h for h, _ in changes]
+    return header, [ordered(header, {**_speedup_cells(group, c, axis),
+                                     **{h: f(c) for h, f in changes}})
+                    for group, configs in found.items() for c in configs]
 
 
 def size_rows(study: Study) -> list[list[str]]:
-    return _size_table(study)[1]
+    return _speedup_table(study, SIZE)[1]
+
+
+def seq_len_rows(study: Study) -> list[list[str]]:
+    return _speedup_table(study, SEQ_LEN)[1]
 
 
 def _dataset_table(study: Study) -> tuple[list[str], list[list[str]]]:
@@ -124,7 +138,7 @@ def _dataset_table(study: Study) -> tuple[list[str], list[list[str]]]:
     shown = quality_columns(scored_by(configs))
     header = DATASET_HEADER + [h for h, _ in shown]
     return header, [ordered(header, {
-        "system": c.system, "model": c.workload.model, "input size": c.workload.size_text,
+        "system": c.system, "model": c.workload.model, "input size": shape_text(c.workload),
         "dataset": c.workload.dataset, "SUT": c.sut, **{h: f(c) for h, f in shown}})
         for c in configs]
 
@@ -133,17 +147,17 @@ def dataset_rows(study: Study) -> list[list[str]]:
     return _dataset_table(study)[1]
 
 
-def _size_record(group: Group, c: Config, metrics: list[Metric]) -> dict[str, Any]:
-    """One configuration's row of ``speedup_by_size.csv``, at full precision: its change in
-    its own metric's columns, the other metrics' blank."""
+def _speedup_record(group: Group, c: Config, metrics: list[Metric], axis: Axis
+                    ) -> dict[str, Any]:
+    """One configuration's row of ``axis.csv_file`` (``speedup_by_size.csv`` ...), at full
+    precision: its change in its own metric's columns, the other metrics' blank."""
     system, model, dataset, scenario, batch = group
     found, change = c.derived["speedup_vs_fp32_ratio"], c.derived["quality_change"]
     changes = (c.derived["quality_change_vs_fp32"], change and change.low,
                change and change.high)
-    height, width = c.workload.size
     return {"system": system, "model": model, "dataset": dataset, "scenario": scenario,
             "batch_size": batch, "sut": c.sut, "framework": c.family, "precision": c.variant,
-            "input_height": height, "input_width": width,
+            **dict(zip(axis.csv_columns, axis.csv_values(c.workload), strict=True)),
             "speedup_vs_fp32": c.derived["speedup_vs_fp32"],
             "speedup_low": found and found.low, "speedup_high": found and found.high,
             "speedup_confidence": found and found.confidence,
@@ -157,24 +171,32 @@ def _size_record(group: Group, c: Config, metrics: list[Metric]) -> dict[str, An
 
 
 def csv_texts(study: Study) -> list[tuple[str, str]]:
-    """``speedup_by_size.csv`` where the report's runs differ in input size."""
-    groups = size_groups(study)
-    if not groups:
-        return []
-    metrics = scored_by([c for configs in groups.values() for c in configs])
-    header = SIZE_CSV_HEADER + [quality.csv_key(metric, suffix) for metric in metrics
-                                for suffix in CHANGE_SUFFIXES]
-    return [("speedup_by_size.csv", csv_text(header, [
-        ordered(header, _size_record(group, c, metrics))
-        for group, configs in groups.items() for c in configs]))]
+    """``speedup_by_size.csv`` where the report's runs differ in input size,
+    ``speedup_by_seq_len.csv`` where a text model's differ in sequence length."""
+    texts = []
+    for axis in AXES:
+        found = groups(study, axis)
+        if not found:
+            continue
+        metrics = scored_by([c for configs in found.values() for c in configs])
+        header = speedup_csv_header(axis) + [quality.csv_key(metric, suffix)
+                                             for metric in metrics
+                                             for suffix in CHANGE_SUFFIXES]
+        texts.append((axis.csv_file, csv_text(header, [
+            ordered(header, _speedup_record(group, c, metrics, axis))
+            for group, configs in found.items() for c in configs])))
+    return texts
 
 
 def _tables(study: Study) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(title, note, header, rows) of each table the study has rows for."""
-    sizes = [c for configs in size_groups(study).values() for c in configs]
-    found = [(SIZE_TITLE, size_note(scored_by(sizes)), *_size_table(study)),
-             (DATASET_TITLE, dataset_note(scored_by(dataset_configs(study))),
-              *_dataset_table(study))]
+    found = []
+    for axis in AXES:
+        rows = [c for configs in groups(study, axis).values() for c in configs]
+        found.append((axis.title, size_note(scored_by(rows), axis),
+                      *_speedup_table(study, axis)))
+    found.append((DATASET_TITLE, dataset_note(scored_by(dataset_configs(study))),
+                  *_dataset_table(study)))
     return [table for table in found if table[3]]
 
 

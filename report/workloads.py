@@ -1,11 +1,13 @@
-"""What a run measured beside its SUT and batch: its model at an input size, on a dataset.
+"""What a run measured beside its SUT and batch: its model at an input size (a text model at a
+sequence length, padded one way), on a dataset.
 
 Runs of one model at two input sizes, or on two datasets, are two configurations: a median over
 both would be nobody's number, and a speedup of INT8 at 128 over FP32 at 224 means nothing. The
 report keeps them apart by the model's label, as a SUT's options keep variants apart
-(``sut_label``): ``resnet50 size=128``, ``resnet50 data=flowers``. A run at the model's own size
-carries no size, and the dataset is named only where one model ran on several in the report,
-so a report of one size and one dataset reads exactly as before.
+(``sut_label``): ``resnet50 size=128``, ``resnet50 data=flowers``, ``minilm seq=32``,
+``minilm padding=dynamic``. A run at the model's own size (the text task's default length and
+padding) carries none, and the dataset is named only where one model ran on several in the
+report, so a report of one size and one dataset reads exactly as before.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 from quantmark.ground.records import RunRecord
 
 BUILTIN = "built-in"
+#: a text run's padding without --padding: not in its label
+DEFAULT_PADDING = "fixed"
 _SIZE = re.compile(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*")
 
 
@@ -31,6 +35,9 @@ class Workload:
     own_size: bool  # the model's own size: no size in its label
     dataset: str  # the dataset's name: its folder's, or "built-in"
     dataset_id: str  # tells two datasets of one name apart: their content's fingerprint
+    seq_len: int | None = None  # a text model's sequence length; None for an image model
+    own_seq_len: bool = True  # the text task's default length: no length in its label
+    padding: str = ""  # a text model's padding where not the default (fixed): "dynamic"
 
     @property
     def size_text(self) -> str:
@@ -58,7 +65,8 @@ def _own(config: dict[str, Any]) -> tuple[int, int] | None:
 
 def workload(results: RunRecord) -> Workload:
     """The run's workload: the size it ran at (as its model record states it, else as it was
-    asked for, else the built-in model's own) and the dataset it read."""
+    asked for, else the built-in model's own), a text model's sequence length and padding,
+    and the dataset it read."""
     config = results.config
     given = _parse(config.get("input_size"))
     shape = results.model.get("input") if isinstance(results.model.get("input"), dict) else {}
@@ -68,10 +76,24 @@ def workload(results: RunRecord) -> Workload:
     size = stated or given or own
     folder = config.get("dataset_path")
     name = Path(str(folder)).resolve().name if folder else BUILTIN
-    identity = str(results.dataset.get("fingerprint") or results.dataset.get("path") or name)
+    seq_len = int(shape.get("seq_len") or config.get("seq_len") or 0) or None
+    # a text run's fingerprint hashes its token samples, which differ by length: its source
+    # (the path) is what two lengths share
+    identity = str((results.dataset.get("path") if seq_len else None) or
+                   results.dataset.get("fingerprint") or results.dataset.get("path") or name)
+    padding = str(shape.get("padding") or config.get("padding") or "")
     return Workload(str(config.get("model", "")), size,
                     not given or (own is not None and size == own),
-                    name, identity)
+                    name, identity, seq_len,
+                    not config.get("seq_len") or seq_len == _default_seq_len(),
+                    "" if padding == DEFAULT_PADDING else padding)
+
+
+def _default_seq_len() -> int:
+    """The length a text run pads to without ``--seq-len`` (the text task's default)."""
+    from quantmark.tasks.text.definition import DEFAULT_SEQ_LEN
+
+    return int(DEFAULT_SEQ_LEN)
 
 
 def labeller(records: list[RunRecord]) -> Callable[[RunRecord], str]:
@@ -94,23 +116,29 @@ def labeller(records: list[RunRecord]) -> Callable[[RunRecord], str]:
         if _ensemble(results):
             return str(results.config.get("model", ""))
         w = workload(results)
-        return model_label(w.model, "" if w.own_size else w.size_text, dataset_name(w))
+        return model_label(w.model, "" if w.own_size else w.size_text, dataset_name(w),
+                           None if w.own_seq_len else w.seq_len, w.padding)
 
     return label
 
 
-def model_label(model: str, size: str, dataset: str) -> str:
-    """``resnet50``, ``resnet50 size=128``, ``resnet50 size=128 data=flowers``."""
+def model_label(model: str, size: str, dataset: str, seq_len: int | None = None,
+                padding: str = "") -> str:
+    """``resnet50``, ``resnet50 size=128``, ``resnet50 size=128 data=flowers``,
+    ``minilm seq=32 padding=dynamic``."""
     return " ".join([model, *([f"size={size}"] if size else []),
+                     *([f"seq={seq_len}"] if seq_len else []),
+                     *([f"padding={padding}"] if padding else []),
                      *([f"data={dataset}"] if dataset else [])])
 
 
-def entry_label(entry: dict[str, Any]) -> str:
-    """The model label of a sweep cell that left no run (its manifest entry): its size and
-    dataset as the sweep named them."""
+def entry_label(entry: dict[str, Any], padding: str = "") -> str:
+    """The model label of a sweep cell that left no run (its manifest entry): its size or
+    sequence length and dataset as the sweep named them (``padding``: the sweep's)."""
     dataset = str(entry.get("dataset") or "")
     return model_label(str(entry["model"]), str(entry.get("input_size") or ""),
-                       Path(dataset).name if dataset else "")
+                       Path(dataset).name if dataset else "", entry.get("seq_len") or None,
+                       "" if padding == DEFAULT_PADDING else padding)
 
 
 def _ensemble(results: RunRecord) -> bool:

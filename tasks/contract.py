@@ -42,12 +42,14 @@ class QualityChange(PointsChange):
     candidate: float = math.nan
     p_value: float = math.nan
     left_out: int = 0
+    #: what the resampled units are ("images"; a text task's "sentences")
+    units: str = "images"
 
     def text(self) -> str:
         """``-0.84 pt mAP@[.5:.95] [-1.90, +0.21] over 360 images, bootstrap over images: no
         measurable change``."""
         return (f"{self.delta_points:+.2f} pt {self.metric} [{self.low:+.2f}, {self.high:+.2f}] "
-                f"over {self.n_groups} images, {self.method}: {self.verdict}")
+                f"over {self.n_groups} {self.units}, {self.method}: {self.verdict}")
 
 
 class Task(ABC):

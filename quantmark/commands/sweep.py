@@ -1,6 +1,6 @@
 """``run.py sweep [FILE] --models ... --suts ...``: every model x SUT x scenario x batch size x
-repeat (and input size x dataset, where given), each cell in its own process, resumable; then
-its report."""
+repeat (and input size or a text model's sequence length, x dataset, where given), each cell in
+its own process, resumable; then its report."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-sizes", metavar="S,HxW,...",
                         help="input sizes to run each model at, e.g. 64,128,224 or 224x320 "
                              "(default: each model's own)")
+    parser.add_argument("--seq-lens", metavar="N,N,...",
+                        help="text models: sequence lengths to run each model at, e.g. "
+                             "32,128,384 (default: the text task's 128); --padding applies "
+                             "to every cell")
     parser.add_argument("--datasets", metavar="DIR1,DIR2",
                         help="dataset folders, each a dimension of the sweep like the batch "
                              "sizes (one dataset: --dataset-path)")

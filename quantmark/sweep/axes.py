@@ -11,6 +11,9 @@ never share a run folder, a manifest entry or a report row. A cell at a built-in
 carries no size, and a sweep with ``--dataset-path`` (one dataset) no dataset: a sweep without
 the new flags has exactly the cells it had before, and adding ``--image-sizes`` to a finished
 sweep reuses its cells at the model's own size.
+
+A text model's sequence length is the same kind of dimension (``--seq-lens``:
+``quantmark.sweep.lengths``), and the one a text model has instead of a size.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from quantmark.ground.errors import UserError
 from quantmark.ground.paths import path_problem
+from quantmark.sweep import lengths
 
 if TYPE_CHECKING:
     from quantmark.sweep.spec import SweepSpec
@@ -121,10 +125,11 @@ def cell_sizes(sizes: list[str], model: str, model_path: str | None) -> list[str
     return list(dict.fromkeys("" if size == own else size for size in sizes)) or [""]
 
 
-def suffix(input_size: str, dataset: str) -> str:
-    """What a cell's size and dataset add to its model in its id and folder:
-    ``+size=128+data=flowers`` (nothing at the model's own size and the one dataset)."""
-    return (f"+size={input_size}" if input_size else "") + \
+def suffix(input_size: str, dataset: str, seq_len: int = 0) -> str:
+    """What a cell's size (or a text model's sequence length) and dataset add to its model in
+    its id and folder: ``+size=128+data=flowers``, ``+seq=32`` (nothing at the model's own
+    size or length and the one dataset)."""
+    return (f"+size={input_size}" if input_size else "") + lengths.suffix(seq_len) + \
         (f"+data={Path(dataset).name}" if dataset else "")
 
 
@@ -169,20 +174,26 @@ def check(spec: SweepSpec) -> None:
 
 
 def sized_specs(spec: SweepSpec, model: str) -> list[Any]:
-    """``model`` at each size it sweeps, as its runs will resolve it (a model file that takes
-    another size, a size the recipe cannot take: one line now, not a failed cell per size)."""
+    """``model`` at each size (or sequence length) it sweeps, as its runs will resolve it (a
+    model file that takes another size, a size the recipe cannot take: one line now, not a
+    failed cell per size)."""
     from quantmark.models.zoo import MODELS, get_model
 
     found = []
     for size in cell_sizes(spec.image_sizes, model, spec.model_path):
-        if not size and model in MODELS:
-            found.append(get_model(model))
-            continue
-        try:
-            found.append(model_spec(model, model_path=spec.model_path, input_size=size,
-                                    num_classes=spec.num_classes,
-                                    preprocess=dict(spec.preprocess), labels=spec.labels))
-        except UserError as exc:
-            raise UserError(f"image size {size} ({SIZES_FLAG}): {exc}" if size else str(exc)
-                            ) from None
+        for seq_len in lengths.cell_seq_lens(spec.seq_lens):
+            if not size and not seq_len and model in MODELS:
+                found.append(get_model(model))
+                continue
+            try:
+                found.append(model_spec(model, model_path=spec.model_path, input_size=size,
+                                        num_classes=spec.num_classes,
+                                        preprocess=dict(spec.preprocess), labels=spec.labels,
+                                        seq_len=seq_len, padding=spec.padding,
+                                        tokenizer=spec.tokenizer))
+            except UserError as exc:
+                where = (f"image size {size} ({SIZES_FLAG}): " if size else
+                         f"sequence length {seq_len} ({lengths.SEQ_LENS_FLAG}): " if seq_len
+                         else "")
+                raise UserError(f"{where}{exc}") from None
     return found

@@ -56,11 +56,12 @@ NOT_SWEPT = ("audit", "repeat", "repeats", "repeat_set", "until_stable", "rerun"
 def cell_config(root: Path, spec: SweepSpec, cell: Cell) -> RunConfig:
     """The cell's run: the RunConfig a single run of these settings is, built here once for
     the local sweep and a fleet node alike: the spec's run-wide settings, the cell's test,
-    its input size and dataset, and its variant's SUT options."""
+    its input size (or sequence length) and dataset, and its variant's SUT options."""
     return RunConfig(
         scenario=cell.scenario, sut=cell.sut, model=cell.model, mode=cell.mode,
         quick=not spec.official, model_path=spec.model_path, input_size=cell.input_size,
         num_classes=spec.num_classes, preprocess=dict(spec.preprocess),
+        seq_len=cell.seq_len, padding=spec.padding, tokenizer=spec.tokenizer,
         dataset_path=cell.dataset or spec.dataset_path, labels=spec.labels,
         calibration_list=spec.calibration_list, user_conf=spec.user_conf,
         output=str(cell_dir(root, cell)), batch_size=cell.batch_size, threads=spec.threads,

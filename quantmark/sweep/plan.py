@@ -1,7 +1,8 @@
 """What a sweep runs: its settings (from flags or a YAML/TOML file: ``spec_file``) and the cells
 they expand to.
 
-A cell is one LoadGen test: a model (at an input size, on a dataset: ``quantmark.sweep.axes``),
+A cell is one LoadGen test: a model (at an input size, on a dataset: ``quantmark.sweep.axes``;
+a text model at a sequence length: ``quantmark.sweep.lengths``),
 a SUT, a scenario, a batch size and a repeat, or the accuracy run of a (model, SUT). Cells are
 ordered so each SUT's accuracy run comes first (it builds and caches the artifact, so no timed
 run pays a conversion) and a framework's FP32 SUT runs just before its other precisions (ratios
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from quantmark.ground.errors import UserError
-from quantmark.sweep import axes, variants
+from quantmark.sweep import axes, lengths, variants
 from quantmark.sweep.spec import SweepSpec
 from quantmark.sweep.spec_file import KEY_TYPES, LIMITS, is_whole, load_sweep_file, out_of_range
 from quantmark.sweep.variants import Options, as_options, folder_suffix
@@ -43,13 +44,15 @@ class Cell:
     sut_options: Options = ()  # the variant: the --sut-option values this cell runs with
     input_size: str = ""  # "128" or "HxW" (--image-sizes); "": the model's own
     dataset: str = ""  # the dataset folder (--datasets); "": the sweep's --dataset-path
+    seq_len: int = 0  # a text model's sequence length (--seq-lens); 0: the task's default
 
     @property
     def id(self) -> str:
         """``model/sut/test``; a variant's SUT part carries its options
-        (``ov-int8+ov_api=async``) and the model part its size and dataset
-        (``resnet50+size=128+data=flowers``), so no two cells share a folder or an entry."""
-        model = self.model + axes.suffix(self.input_size, self.dataset)
+        (``ov-int8+ov_api=async``) and the model part its size or sequence length and its
+        dataset (``resnet50+size=128+data=flowers``, ``minilm+seq=32``), so no two cells share
+        a folder or an entry."""
+        model = self.model + axes.suffix(self.input_size, self.dataset, self.seq_len)
         sut = self.sut + folder_suffix(self.sut_options)
         if self.mode == "accuracy":
             return f"{model}/{sut}/accuracy"
@@ -67,40 +70,50 @@ class Cell:
 
 def cells(spec: SweepSpec) -> list[Cell]:
     """Every cell in run order. SingleStream queries hold one sample, so it runs at batch 1
-    only; the other scenarios run every batch size. Each dataset and input size runs every
-    SUT in turn, so a size's FP32 and INT8 cells run minutes apart."""
+    only; the other scenarios run every batch size. Each dataset and input size (or
+    sequence length) runs every SUT in turn, so a size's FP32 and INT8 cells run minutes
+    apart."""
     out: list[Cell] = []
     for repeat in range(1, spec.repeats + 1):
         for model in spec.models:
             for dataset in spec.datasets or [""]:
-                for size in axes.cell_sizes(spec.image_sizes, model, spec.model_path):
+                for size, seq in _shapes(spec, model):
                     for sut in spec.suts:
-                        out.extend(_cells_of(spec, model, sut, repeat, workload=(size, dataset)))
+                        out.extend(_cells_of(spec, model, sut, repeat,
+                                             workload=(size, dataset, seq)))
         out.extend(_ensemble_cells(spec, repeat))
     return out
 
 
+def _shapes(spec: SweepSpec, model: str) -> list[tuple[str, int]]:
+    """(input size, sequence length) of each of ``model``'s cells: an image model's sizes or
+    a text model's lengths, never both (``lengths.check``); ``("", 0)`` for its own."""
+    return [(size, seq) for size in axes.cell_sizes(spec.image_sizes, model, spec.model_path)
+            for seq in lengths.cell_seq_lens(spec.seq_lens)]
+
+
 def _cells_of(spec: SweepSpec, model: str, sut: str, repeat: int, ensemble: str = "",
               mode: str = "sequential", accuracy: bool = True,
-              workload: tuple[str, str] = ("", "")) -> list[Cell]:
-    """One (model, SUT)'s cells of one repeat at one (input size, dataset), each variant of
-    its options in turn: its accuracy run first (repeat 1), then every scenario and batch
-    size."""
+              workload: tuple[str, str, int] = ("", "", 0)) -> list[Cell]:
+    """One (model, SUT)'s cells of one repeat at one (input size, dataset, sequence length),
+    each variant of its options in turn: its accuracy run first (repeat 1), then every
+    scenario and batch size."""
     from quantmark.sut.ensemble.members import parse_members
 
     readers = [m.sut for m in parse_members(ensemble)] if ensemble else [sut]
     out: list[Cell] = []
+    size, dataset, seq_len = workload
     for options in variants.variants(spec.sut_options, readers, bool(ensemble)):
         if spec.accuracy and accuracy and repeat == 1:
             batch = min(ACCURACY_BATCH, max(spec.batch_sizes))
             out.append(Cell(model, sut, "Offline", batch, mode="accuracy", ensemble=ensemble,
-                            ensemble_mode=mode, sut_options=options, input_size=workload[0],
-                            dataset=workload[1]))
+                            ensemble_mode=mode, sut_options=options, input_size=size,
+                            dataset=dataset, seq_len=seq_len))
         for scenario in spec.scenarios:
             batches = [1] if scenario == "SingleStream" else spec.batch_sizes
             out.extend(Cell(model, sut, scenario, b, repeat, ensemble=ensemble,
-                            ensemble_mode=mode, sut_options=options, input_size=workload[0],
-                            dataset=workload[1]) for b in batches)
+                            ensemble_mode=mode, sut_options=options, input_size=size,
+                            dataset=dataset, seq_len=seq_len) for b in batches)
     return out
 
 
@@ -198,6 +211,8 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
         dataset_path=settings.get("dataset_path"),
         image_sizes=axes.image_sizes(_given(settings, "image_sizes", "input_size")),
         datasets=axes.datasets(settings.get("datasets")),
+        seq_lens=lengths.given_seq_lens(settings), padding=lengths.padding(settings),
+        tokenizer=settings.get("tokenizer"),
         preprocess=axes.recipe(settings), labels=settings.get("labels"),
         calibration_list=settings.get("calibration_list"),
         user_conf=settings.get("user_conf"),
@@ -205,6 +220,7 @@ def build_spec(settings: dict[str, Any]) -> SweepSpec:
     )
     _check_model_path(spec)
     axes.check(spec)
+    lengths.check(spec)
     variants.check(spec.sut_options, _sweep_suts(spec), bool(spec.ensembles))
     _check_batches_fit(spec)
     return spec
@@ -302,20 +318,26 @@ def _check_batches_fit(spec: SweepSpec) -> None:
             images = None
             if largest.task == "classification":  # a folder of labelled images
                 check_dataset(folder, spec.labels)
-            else:  # another task's folder (COCO, YOLO) is its task's to read
+            else:  # another task's folder (COCO, YOLO, texts) is its task's to read
                 images = len(_task_dataset(spec, model, folder, largest).all_items)
             check_batch_fits(max(spec.batch_sizes), largest, folder, flag="--batch-sizes",
                              images=images)
 
 
 def _task_dataset(spec: SweepSpec, model: str, folder: str | None, model_spec: Any) -> Any:
-    """The dataset a model's task opens for ``folder`` (its built-in one for None)."""
+    """The dataset a model's task opens for ``folder`` (its built-in one for None); a text
+    model's tokenized at its longest length, which the model's positions must hold."""
     from quantmark.ground.config import RunConfig
     from quantmark.tasks.catalog import task_for
 
     config = RunConfig(scenario="Offline", sut="", model=model, model_path=spec.model_path,
-                       dataset_path=folder, labels=spec.labels)
-    return task_for(config).open_dataset(config, model_spec)
+                       dataset_path=folder, labels=spec.labels, tokenizer=spec.tokenizer)
+    try:
+        return task_for(config).open_dataset(config, model_spec)
+    except UserError as exc:
+        if spec.seq_lens and getattr(model_spec, "seq_len", 0):
+            raise UserError(f"{lengths.SEQ_LENS_FLAG}: {exc}") from None
+        raise
 
 
 def _ensembles(settings: dict[str, Any]) -> tuple[list[str], list[str]]:

@@ -38,6 +38,11 @@ class SweepSpec:
     # and the one --dataset-path
     image_sizes: list[str] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)
+    # a text model's sequence length as a dimension (quantmark.sweep.lengths): [] is the text
+    # task's default; its padding ("": fixed) and tokenizer, the same for every cell
+    seq_lens: list[int] = field(default_factory=list)
+    padding: str = ""
+    tokenizer: str | None = None
     # the model's classes and preprocessing recipe, and the labels file, as run.py takes them
     num_classes: int = 0
     preprocess: dict[str, Any] = field(default_factory=dict)
@@ -55,7 +60,8 @@ class SweepSpec:
                 "num_classes": self.num_classes, "preprocess": self.preprocess,
                 "labels": _absolute(self.labels),
                 "calibration_list": _absolute(self.calibration_list),
-                "user_conf": _absolute(self.user_conf)}
+                "user_conf": _absolute(self.user_conf), "padding": self.padding,
+                "tokenizer": _absolute(self.tokenizer)}
 
 
 def _absolute(path: str | None) -> str | None:

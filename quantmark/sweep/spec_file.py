@@ -12,6 +12,7 @@ from typing import Any
 from quantmark.ground.errors import UserError
 from quantmark.ground.paths import require_path
 from quantmark.sweep.axes import parse_size
+from quantmark.sweep.lengths import PADDINGS, parse_seq_len
 
 try:
     import tomllib
@@ -33,6 +34,10 @@ KEY_TYPES: dict[str, str] = {
     # input size and dataset as dimensions (quantmark.sweep.axes): image_sizes = [64, "224x320"]
     "image_sizes": "an image size (S or \"HxW\") or a list of them",
     "datasets": "a string (\"DIR1,DIR2\") or a list of dataset folders",
+    # a text model's sequence length as a dimension (quantmark.sweep.lengths): seq_lens =
+    # [32, 128, 384]; its padding and tokenizer, every cell's
+    "seq_lens": "a whole number of tokens or a list of them",
+    "padding": "fixed or dynamic", "tokenizer": "a string",
     "num_classes": "a whole number", "labels": "a string",
     "preprocess": "a preset name, a recipe file, or a table of recipe keys",
     "calibration_list": "a string", "user_conf": "a string",
@@ -80,7 +85,7 @@ def _type_fits(key: str, value: Any) -> bool:
         return is_whole(value) or (isinstance(value, list) and all(map(is_whole, value)))
     if key == "sut_options":
         return isinstance(value, dict) and all(map(_option_values, value.values()))
-    if key == "image_sizes":
+    if key in ("image_sizes", "seq_lens"):  # "64,128" as the flag gives it, or a list
         def size(item: Any) -> bool:
             return is_whole(item) or isinstance(item, str)
 
@@ -190,11 +195,20 @@ def load_sweep_file(path: str) -> dict[str, Any]:
         if bad is not None:
             raise UserError(f"sweep file {_where(file, text, key)}: {key} = {bad!r} is out of "
                             f"range; {key} must be {LIMITS[key][2]}")
-        if key == "image_sizes":
-            items = value if isinstance(value, list) else str(value).split(",")
-            for item in (i for i in items if str(i).strip()):
-                parse_size(item, f"sweep file {_where(file, text, key)}: image_sizes =")
+        _check_value(file, text, key, value)
     return settings
+
+
+def _check_value(file: Path, text: str, key: str, value: Any) -> None:
+    """A size, a length or a padding that is none: one line naming the file, key and line."""
+    where = f"sweep file {_where(file, text, key)}: {key} ="
+    if key in ("image_sizes", "seq_lens"):
+        items = value if isinstance(value, list) else str(value).split(",")
+        check = parse_size if key == "image_sizes" else parse_seq_len
+        for item in (i for i in items if str(i).strip()):
+            check(item, where)
+    if key == "padding" and value not in PADDINGS:
+        raise UserError(f"{where} {value!r}: give fixed or dynamic")
 
 
 def _where(file: Path, text: str, key: str) -> str:

@@ -174,7 +174,7 @@ class TextTask(Task):
                              high=change["high"], n_samples=change["count"],
                              n_groups=change["count"], method="paired bootstrap over sentences",
                              metric=self.metric.name, baseline=change["baseline"],
-                             candidate=change["candidate"])
+                             candidate=change["candidate"], units="sentences")
 
 
 def _max_positions(model_file: str) -> int | None:

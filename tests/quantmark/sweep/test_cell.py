@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -41,10 +41,12 @@ def test_the_cell_runs_with_the_sweeps_run_settings_and_its_options(tmp_path):
 def test_every_run_setting_reaches_a_cell_unless_a_sweep_never_sets_it(tmp_path):
     """A field added to RunConfig must be given by the sweep (a flag, a file key) or named in
     NOT_SWEPT with its reason: never silently left at its default for every cell."""
-    spec = _spec(tmp_path)
+    # a text model's settings (build_spec refuses them for this image model)
+    spec = replace(_spec(tmp_path), padding="dynamic", tokenizer=str(tmp_path / "tok.json"))
     cell = Cell("mobilenetv2", "ov-int8", "SingleStream", 4, repeat=2, mode="accuracy",
                 ensemble="x@ov-int8,y@ov-int8", ensemble_mode="concurrent",
-                sut_options=(("ov_api", "async"),), input_size="96", dataset=str(tmp_path))
+                sut_options=(("ov_api", "async"),), input_size="96", dataset=str(tmp_path),
+                seq_len=32)
     config = cell_config(tmp_path, spec, cell)
     default = RunConfig(scenario="", sut="", model="")
     unset = [f.name for f in fields(RunConfig) if f.name not in NOT_SWEPT
@@ -54,6 +56,8 @@ def test_every_run_setting_reaches_a_cell_unless_a_sweep_never_sets_it(tmp_path)
         ("96", str(tmp_path), 2)
     assert config.preprocess == {"preset": "cifar10", "mean": "0.5"}
     assert config.labels == spec.labels
+    assert (config.seq_len, config.padding, config.tokenizer) == \
+        (32, "dynamic", str(tmp_path / "tok.json"))
     assert set(NOT_SWEPT) <= {f.name for f in fields(RunConfig)}
 
 
