@@ -23,11 +23,14 @@ def reference_for(prepared: Any) -> np.ndarray:
     """The FP32 model's outputs on the run's scored sentences (cached and sealed)."""
     from quantmark.ground.paths import cache_dir
 
-    # the file this run was given (a cached artifact's meta may name where it was first read)
-    meta = prepared.backend.artifact.meta
-    return scoring.reference_outputs(prepared.dataset.model_file, tuple(meta["inputs"]),
-                                     meta["output_name"], prepared.dataset.tokens.tokens,
-                                     cache_dir("text-references"))
+    from quantmark.models.text_graph import read_text_model
+
+    # the file this run was given, read as the run read it (whatever the SUT ran: a torch
+    # module, an IR), not a cached artifact's meta
+    model_file = prepared.dataset.model_file
+    stated = read_text_model(model_file, str(model_file), prepared.spec.head)
+    return scoring.reference_outputs(model_file, stated.inputs, stated.output_name,
+                                     prepared.dataset.tokens.tokens, cache_dir("text-references"))
 
 
 def score_run(work: Path, prepared: Any, metric: Metric) -> dict[str, Any]:

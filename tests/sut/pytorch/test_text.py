@@ -5,10 +5,8 @@ refusals; and a user's classifier run from the Hugging Face checkpoint beside it
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +23,12 @@ from quantmark.models.text_graph import TOKEN_INPUTS  # noqa: E402
 from quantmark.models.zoo import ModelSpec  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
 from quantmark.sut.pytorch.backend import create  # noqa: E402
-from tests.tasks.text.tiny_encoder import HIDDEN, LAYERS, VOCAB, tiny_encoder_folder  # noqa: E402
+from tests.tasks.text.tiny_encoder import (  # noqa: E402
+    HIDDEN,
+    LAYERS,
+    tiny_encoder_folder,
+    tiny_hf_classifier_folder,
+)
 
 SEQ_LEN, BATCH, LABELS = 16, 3, 3
 LENGTHS = (5, 11, 8)  # three unequal sentences: dynamic padding cuts the batch to 11
@@ -253,41 +256,11 @@ def test_user_classifier_without_checkpoint_names_what_is_missing(tmp_path):
 # ----------------------------------------------------------------------------- user classifier
 
 
-class _LogitsOnly(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).logits
-
-
 @pytest.fixture(scope="module")
 def classifier_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's folder: a tiny BertForSequenceClassification saved with save_pretrained and
     its ONNX export (TorchScript exporter, output ``logits``) beside it."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    folder = tmp_path_factory.mktemp("user-classifier")
-    torch.manual_seed(1)
-    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                        num_attention_heads=2, intermediate_size=2 * HIDDEN,
-                        num_labels=LABELS)
-    model = BertForSequenceClassification(config).eval()
-    model.save_pretrained(folder)
-    example = tuple(torch.ones(2, SEQ_LEN, dtype=torch.int64) for _ in TOKEN_INPUTS)
-    axes = {0: "batch", 1: "sequence"}
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(_LogitsOnly(model), example, buffer, opset_version=17, dynamo=False,
-                          input_names=list(TOKEN_INPUTS), output_names=["logits"],
-                          dynamic_axes={**{name: axes for name in TOKEN_INPUTS},
-                                        "logits": {0: "batch"}})
-    path = folder / "model.onnx"
-    path.write_bytes(buffer.getvalue())
-    return path
+    return tiny_hf_classifier_folder(tmp_path_factory.mktemp("user-classifier"), LABELS)
 
 
 def _classifier_spec(padding: str) -> ModelSpec:

@@ -15,7 +15,7 @@ import pytest
 
 from quantmark.tasks.text.definition import TASK
 from tests.conftest import run_cli
-from tests.tasks.text.tiny_encoder import tiny_encoder_folder
+from tests.tasks.text.tiny_encoder import tiny_encoder_folder, tiny_hf_classifier_folder
 
 SEQ = "24"  # short sequences: the tests' time, not the metric's
 
@@ -31,7 +31,7 @@ def classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from quantmark.tasks.text.corpus import builtin_sentences
 
     folder = tmp_path_factory.mktemp("tinycls")
-    model = tiny_encoder_folder(folder / "tinycls", labels=3, seed=1)
+    model = tiny_hf_classifier_folder(folder / "tinycls", labels=3, seed=1)
     table = folder / "labelled.csv"
     with table.open("w", newline="") as out:
         writer = csv.writer(out)
@@ -89,11 +89,15 @@ def test_accuracy_is_cosine_and_retrieval_against_fp32_with_intervals(encoder: P
     assert change.metric == "cosine to FP32"
 
 
+@pytest.mark.parametrize("sut", ["ort-int8dyn", "ov-int8", "torch-int8dyn"])
 def test_a_classifier_is_scored_on_a_text_label_csv(classifier: tuple[Path, Path],
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, sut: str) -> None:
+    """A user's Hugging Face classifier folder (ONNX export, checkpoint, tokenizer.json) and a
+    labelled CSV through each framework's INT8 (torch runs the checkpoint beside the ONNX)."""
     model, table = classifier
-    results, folder = _run(tmp_path, "--sut", "ort-int8dyn", "--model-path", str(model),
+    results, folder = _run(tmp_path, "--sut", sut, "--model-path", str(model),
                            "--dataset-path", str(table), "--mode", "accuracy")
+    assert "int8" in results["sut"]["executed_precision"]
     accuracy = results["accuracy"]
     assert results["task"]["head"] == "classifier"
     assert results["task"]["metric"]["key"] == "accuracy"

@@ -76,3 +76,47 @@ def tiny_encoder_folder(folder: Path, labels: int = 0, seed: int = 0) -> Path:
                                                     "hidden_size": HIDDEN,
                                                     "num_labels": labels or 2}))
     return path
+
+
+class _LogitsOnly(nn.Module):
+    """A Hugging Face sequence classifier answering with its logits alone (what an export
+    for serving answers)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).logits
+
+
+def tiny_hf_classifier_folder(folder: Path, labels: int = 3, seed: int = 1) -> Path:
+    """A user's classifier folder as Hugging Face tools leave it: a tiny
+    ``BertForSequenceClassification`` saved with ``save_pretrained`` (config.json,
+    model.safetensors), its ONNX export (output ``logits``) and tokenizer.json. Returns the
+    ONNX file."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+                        num_labels=labels)
+    model = BertForSequenceClassification(config).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = tuple(torch.ones(2, 16, dtype=torch.int64) for _ in names)
+    axes = {0: "batch", 1: "sequence"}
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_LogitsOnly(model), example, buffer, opset_version=17, dynamo=False,
+                          input_names=names, output_names=["logits"],
+                          dynamic_axes={**{name: axes for name in names},
+                                        "logits": {0: "batch"}})
+    path = folder / "model.onnx"
+    path.write_bytes(buffer.getvalue())
+    (folder / "tokenizer.json").write_bytes(minilm_file("tokenizer.json"))
+    return path
