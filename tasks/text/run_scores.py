@@ -22,7 +22,6 @@ PAIRED_OUTCOME = {"cosine": "cosine", "accuracy": "correct"}
 def reference_for(prepared: Any) -> np.ndarray:
     """The FP32 model's outputs on the run's scored sentences (cached and sealed)."""
     from quantmark.ground.paths import cache_dir
-
     from quantmark.models.text_graph import read_text_model
 
     # the file this run was given, read as the run read it (whatever the SUT ran: a torch
