@@ -49,19 +49,27 @@ class Step:
 
 
 class _TimedSuppressor:
-    """The SUT's suppressor with a clock around it: the NMS share of each respond call."""
+    """The SUT's suppressor with a clock around it: the NMS share of each respond call. One
+    whose op takes a whole batch (``batched``) is timed on that one call, as the SUT makes it."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name = inner.name
+        self.batched = bool(getattr(inner, "batched", False))
         self.spent: list[float] = []
 
-    def __call__(self, *args: Any) -> Any:
+    def _timed(self, call: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()
         try:
-            return self.inner(*args)
+            return call(*args)
         finally:
             self.spent.append(time.perf_counter() - start)
+
+    def __call__(self, *args: Any) -> Any:
+        return self._timed(self.inner, *args)
+
+    def suppress_batch(self, *args: Any) -> Any:
+        return self._timed(self.inner.suppress_batch, *args)
 
 
 def _timed_calls(respond: Callable[..., Any], outputs: np.ndarray, indices: list[int],

@@ -6,6 +6,10 @@ The op keeps what quantmark's numpy ``nms`` keeps (checked in tests/sut/onnxrunt
 goes when its IoU with a kept box is above the threshold (strictly, as numpy's), candidates are
 taken best score first with ties by lower index, and without a ``score_threshold`` input no box
 is dropped for its score. One class: the boxes arrive class-offset, so one pass is class-aware.
+A detector's whole batch is one call (``suppress_padded``, the task padding its samples to one
+length): the op suppresses and caps each batch entry on its own (the ONNX spec, which the task's
+padding proof rests on: tasks/detection/suppression.py). ONNX Runtime's per-call overhead is
+small: the batched call measured no faster than 8 (bench/nms_ops.py), and no slower.
 """
 
 from __future__ import annotations
@@ -17,15 +21,16 @@ OPSET = 11  # NonMaxSuppression's current version
 
 
 def _graph() -> bytes:
-    """The op's graph: boxes [1, M, 4] (corners), scores [1, 1, M], the cap and the IoU
+    """The op's graph: boxes [B, M, 4] (corners), scores [B, 1, M], the cap and the IoU
     threshold as inputs, so one session serves every call."""
     from onnx import TensorProto, helper
 
     node = helper.make_node("NonMaxSuppression",
                             ["boxes", "scores", "max_keep", "iou_threshold"], ["selected"],
                             center_point_box=0)
-    inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, "boxes", 4]),
-              helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, "boxes"]),
+    inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", "boxes", 4]),
+              helper.make_tensor_value_info("scores", TensorProto.FLOAT,
+                                            ["batch", 1, "boxes"]),
               helper.make_tensor_value_info("max_keep", TensorProto.INT64, [1]),
               helper.make_tensor_value_info("iou_threshold", TensorProto.FLOAT, [1])]
     output = helper.make_tensor_value_info("selected", TensorProto.INT64, ["kept", 3])
@@ -49,13 +54,22 @@ class OnnxRuntimeNms:
         self._session = ort.InferenceSession(_graph(), options,
                                              providers=["CPUExecutionProvider"])
 
-    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-                 max_keep: int) -> np.ndarray:
-        selected = self._session.run(None, {
-            "boxes": boxes[None], "scores": scores[None, None],
+    def _selected(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                  max_keep: int) -> np.ndarray:
+        return self._session.run(None, {
+            "boxes": boxes, "scores": scores,
             "max_keep": np.array([max_keep], np.int64),
             "iou_threshold": np.array([iou_threshold], np.float32)})[0]
-        return selected[:, 2]
+
+    def suppress_padded(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                        max_keep: int) -> np.ndarray:
+        """The kept (sample, class, box) triples of one run on the batch (float32 boxes
+        [B, W, 4], scores [B, W]), each sample's best first; the task drops the padding."""
+        return self._selected(boxes, scores[:, None], iou_threshold, max_keep)
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray:
+        return self._selected(boxes[None], scores[None, None], iou_threshold, max_keep)[:, 2]
 
 
 def create() -> OnnxRuntimeNms:

@@ -3,7 +3,9 @@
 MLPerf's yolo SUT answers LoadGen with final detections, so the score threshold, NMS and the
 top-K cut are part of what is timed: they are done here in vectorised numpy (Python loops only
 over the boxes NMS keeps), for every framework alike, so a framework's speed is never credited
-or charged for a different post-processing.
+or charged for a different post-processing. The suppression step itself (numpy's ``nms`` or a
+framework's op, a sample a call or, where the op takes batches, a whole batch in one call) is
+in ``suppression``.
 
 Two output forms (``head``):
 
@@ -25,131 +27,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import numpy as np
 
 from quantmark.ground.errors import UserError
+from quantmark.tasks.detection.suppression import (
+    SHARED_NMS,
+    BatchCall,
+    BatchSuppressor,
+    NativeSuppressor,
+    NumpySuppressor,
+    Suppressor,
+    batch_suppression,
+    nms,
+)
+
+# the suppression step lives in .suppression; these names are read from here too
+__all__ = ["HEADS", "MAX_CANDIDATES", "NO_DETECTION", "SHARED_NMS", "BatchSuppressor",
+           "NativeSuppressor", "NumpySuppressor", "Postprocess", "Suppressor", "decode", "nms",
+           "responses"]
 
 HEADS = ("raw", "nms")
 #: candidates kept (best scores) before NMS, as Ultralytics' ``max_nms``: bounds NMS's time
 #: when a near-zero threshold lets most anchors through
 MAX_CANDIDATES = 30000
 NO_DETECTION = -1.0  # the sentinel row's class
-NMS_BLOCK = 128  # candidates per block (measured: 128-256 fastest for 8400 anchors)
-#: what the record names where quantmark's own NMS ran
-SHARED_NMS = "quantmark numpy NMS (shared)"
-
-
-def _overlaps(a: np.ndarray, b: np.ndarray, iou_threshold: float) -> np.ndarray:
-    """Whether each box of ``a`` overlaps each of ``b`` by IoU above the threshold ``[A, B]``
-    (xyxy and area columns, float64). IoU > t is tested as inter > t * union, with no
-    division: a pair of empty boxes (union 0) never overlaps."""
-    inter = np.minimum(a[:, None, 2], b[None, :, 2])
-    inter -= np.maximum(a[:, None, 0], b[None, :, 0])
-    np.maximum(inter, 0, out=inter)
-    height = np.minimum(a[:, None, 3], b[None, :, 3])
-    height -= np.maximum(a[:, None, 1], b[None, :, 1])
-    np.maximum(height, 0, out=height)
-    inter *= height
-    union = np.add(a[:, None, 4], b[None, :, 4], out=height)
-    union -= inter
-    union *= iou_threshold
-    return inter > union
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-        max_keep: int | None = None) -> np.ndarray:
-    """Greedy NMS: the indices kept, best score first (ties: lower index first). A box is
-    dropped when its IoU with a kept, better box is above ``iou_threshold`` (torchvision's
-    rule); ``max_keep`` stops after that many (the first K kept are the top K of the whole
-    answer, greedy NMS keeping in score order).
-
-    Candidates go in score-ordered blocks: a block first loses what the boxes already kept
-    overlap (one vectorised IoU matrix), then its own overlaps are one matrix and the greedy
-    pass does only a row update per kept box. Exact, as every box kept before a block scores
-    above it; and the cap usually ends the work within the first blocks."""
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    sides = np.clip(boxes[:, 2:] - boxes[:, :2], 0, None)
-    boxes = np.column_stack((boxes, sides[:, 0] * sides[:, 1]))  # x1, y1, x2, y2, area
-    order = np.argsort(-np.asarray(scores), kind="stable")
-    limit = len(order) if max_keep is None else max_keep
-    keep: list[int] = []
-    for start in range(0, len(order), NMS_BLOCK):
-        if len(keep) >= limit:
-            break
-        block = order[start:start + NMS_BLOCK]
-        if keep:
-            block = block[~_overlaps(boxes[keep], boxes[block], iou_threshold).any(axis=0)]
-        over = _overlaps(boxes[block], boxes[block], iou_threshold)
-        alive = np.ones(len(block), dtype=bool)
-        for i in range(len(block)):
-            if not alive[i]:
-                continue
-            keep.append(int(block[i]))
-            if len(keep) >= limit:
-                break
-            alive[i + 1:] &= ~over[i, i + 1:]
-    return np.asarray(keep, dtype=np.intp)
-
-
-class Suppressor(Protocol):
-    """The suppression step of NMS, the one part a framework may run with its own op: class-
-    offset boxes (xyxy ``[M, 4]``, float64), their scores ``[M]``, the IoU threshold and how
-    many to keep -> the indices kept, best score first, as ``nms`` keeps them. ``name`` is
-    what the record says ran ("onnxruntime NonMaxSuppression op")."""
-
-    name: str
-
-    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-                 max_keep: int) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class NumpySuppressor:
-    """``nms``, for every SUT whose framework has no NMS op; ``reason`` says why it ran where
-    a framework's op might have ("torch has no NMS op without torchvision")."""
-
-    reason: str = ""
-    name: str = SHARED_NMS
-
-    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-                 max_keep: int) -> np.ndarray:
-        return nms(boxes, scores, iou_threshold, max_keep)
-
-
-@dataclass(frozen=True)
-class NativeSuppressor:
-    """A framework's NMS op (``op``: float32 boxes that all have an area, their float32
-    scores, the threshold, the cap -> kept indices, best first) made to keep what ``nms``
-    keeps. Boxes without an area (x2 <= x1 or y2 <= y1, or an area of 0 in float32) overlap
-    nothing under ``nms``'s rule, so they are kept here without the op and merged in by score
-    (ties: lower index first): LiteRT's NON_MAX_SUPPRESSION_V4 keeps a zero-area box again
-    and again, and the ONNX and TF ops sort a box's corners, giving an inverted box an
-    area. The op computes in float32: class offsets of ~1e5 px round boxes to ~0.01 px there,
-    which may flip a pair whose IoU is that close to the threshold."""
-
-    op: Suppressor
-
-    @property
-    def name(self) -> str:
-        return self.op.name
-
-    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-                 max_keep: int) -> np.ndarray:
-        boxes = np.ascontiguousarray(boxes, dtype=np.float32).reshape(-1, 4)
-        scores = np.ascontiguousarray(scores, dtype=np.float32).reshape(-1)
-        sides = boxes[:, 2:] - boxes[:, :2]
-        has_area = (sides > 0).all(axis=1) & (sides[:, 0] * sides[:, 1] > 0)
-        if has_area.all() and len(boxes):
-            return np.asarray(self.op(boxes, scores, iou_threshold, max_keep), dtype=np.intp)
-        proper = np.flatnonzero(has_area)
-        kept = np.zeros(0, np.intp)
-        if proper.size:
-            found = self.op(boxes[proper], scores[proper], iou_threshold, max_keep)
-            kept = proper[np.asarray(found, dtype=np.intp)]
-        merged = np.concatenate((kept, np.flatnonzero(~has_area)))
-        return merged[np.lexsort((merged, -scores[merged]))][:max_keep]
 
 
 def _raw_layout(shape: tuple[int, ...], num_classes: int) -> bool:
@@ -165,9 +67,31 @@ def _raw_layout(shape: tuple[int, ...], num_classes: int) -> bool:
                     "does NMS)")
 
 
-def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: float,
-                       max_det: int, suppressor: Suppressor) -> np.ndarray:
-    """One sample of a raw head: best class per anchor, threshold, class-aware NMS, top-K."""
+@dataclass(frozen=True)
+class _Candidates:
+    """One sample's anchors past the threshold, each with its best class: what NMS sees."""
+
+    boxes: np.ndarray  # [M, 4] xyxy, float64, model-input pixels
+    scores: np.ndarray  # [M] the best class's score
+    classes: np.ndarray  # [M] the best class
+
+    def offset_boxes(self) -> np.ndarray:
+        """Class-aware NMS in one pass: each class's boxes moved to their own region (float64,
+        so the offset costs no precision), where no box of another class can overlap them."""
+        span = float(np.abs(self.boxes).max()) * 2 + 1
+        return self.boxes + (self.classes * span)[:, None]
+
+    def rows(self, keep: np.ndarray) -> np.ndarray:
+        """The kept candidates as ``[K, 6]`` float32 rows, in ``keep``'s order."""
+        out = np.empty((keep.size, 6), np.float32)
+        out[:, :4] = self.boxes[keep]
+        out[:, 4] = self.scores[keep]
+        out[:, 5] = self.classes[keep]
+        return out
+
+
+def _raw_candidates(pred: np.ndarray, transposed: bool, conf: float) -> _Candidates | None:
+    """One sample of a raw head: best class per anchor, threshold (None: nothing passed)."""
     scores = pred[:, 4:] if transposed else pred[4:]
     axis = 1 if transposed else 0
     best = scores.max(axis=axis)
@@ -175,7 +99,7 @@ def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: flo
     if anchors.size > MAX_CANDIDATES:
         anchors = anchors[np.argsort(-best[anchors], kind="stable")[:MAX_CANDIDATES]]
     if not anchors.size:
-        return np.zeros((0, 6), np.float32)
+        return None
     picked = pred[anchors] if transposed else pred[:, anchors].T  # [M, 4 + C], small
     classes = picked[:, 4:].argmax(axis=1)
     cx, cy, half_w, half_h = (picked[:, i].astype(np.float64) for i in range(4))
@@ -185,16 +109,38 @@ def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: flo
     if not finite.all():
         anchors, classes, boxes = anchors[finite], classes[finite], boxes[finite]
         if not anchors.size:
-            return np.zeros((0, 6), np.float32)
-    # class-aware in one pass: each class's boxes are moved to their own region (float64, so
-    # the offset costs no precision), where no box of another class can overlap them
-    span = float(np.abs(boxes).max()) * 2 + 1
-    keep = suppressor(boxes + (classes * span)[:, None], best[anchors], iou, max_det)
-    out = np.empty((keep.size, 6), np.float32)
-    out[:, :4] = boxes[keep]
-    out[:, 4] = best[anchors[keep]]
-    out[:, 5] = classes[keep]
-    return out
+            return None
+    return _Candidates(boxes, best[anchors], classes)
+
+
+def _no_detections() -> np.ndarray:
+    """A sample's empty answer (a fresh array each: a caller may keep it)."""
+    return np.zeros((0, 6), np.float32)
+
+
+def _decode_raw_sample(pred: np.ndarray, transposed: bool, conf: float, iou: float,
+                       max_det: int, suppressor: Suppressor) -> np.ndarray:
+    """One sample of a raw head: best class per anchor, threshold, class-aware NMS, top-K."""
+    found = _raw_candidates(pred, transposed, conf)
+    if found is None:
+        return _no_detections()
+    return found.rows(suppressor(found.offset_boxes(), found.scores, iou, max_det))
+
+
+def _decode_raw_batch(outputs: np.ndarray, transposed: bool, conf: float, iou: float,
+                      max_det: int, suppress_batch: BatchCall) -> list[np.ndarray]:
+    """A raw head's batch with one suppression call: each sample's candidates, then the
+    batch's class-aware NMS at once (samples with none left out), then each sample's top-K,
+    as ``_decode_raw_sample`` cuts them."""
+    found = [_raw_candidates(pred, transposed, conf) for pred in outputs]
+    live = [sample for sample in found if sample is not None]
+    kept = suppress_batch([(sample.offset_boxes(), sample.scores) for sample in live], iou,
+                          max_det) if live else []
+    if len(kept) != len(live):
+        raise RuntimeError(f"the batched NMS answered {len(kept)} samples for {len(live)}")
+    answers = iter(kept)
+    return [_no_detections() if sample is None else sample.rows(np.asarray(next(answers)))
+            for sample in found]
 
 
 def _decode_nms_sample(rows: np.ndarray, conf: float, max_det: int) -> np.ndarray:
@@ -210,7 +156,8 @@ def decode(outputs: np.ndarray, head: str, num_classes: int, conf_threshold: flo
            suppressor: Suppressor | None = None) -> list[np.ndarray]:
     """Per-sample detections ``[K, 6]`` float32 (x1, y1, x2, y2, score, class) in model-input
     pixels, score descending; see the module docstring for the heads. A raw head's suppression
-    runs on ``suppressor`` (default: ``nms``)."""
+    runs on ``suppressor`` (default: ``nms``): the whole batch in one call where it takes
+    batches (``BatchSuppressor.batched``), else one call a sample; both keep the same."""
     outputs = np.asarray(outputs)
     if outputs.ndim != 3:
         raise UserError(f"detector output has shape {list(outputs.shape)}, not 3 axes; a "
@@ -218,6 +165,10 @@ def decode(outputs: np.ndarray, head: str, num_classes: int, conf_threshold: flo
     if head == "raw":
         transposed = _raw_layout(outputs.shape, num_classes)
         suppressor = suppressor or NumpySuppressor()
+        batch = batch_suppression(suppressor)
+        if batch is not None:
+            return _decode_raw_batch(outputs, transposed, conf_threshold, iou_threshold,
+                                     max_detections, batch)
         return [_decode_raw_sample(sample, transposed, conf_threshold, iou_threshold,
                                    max_detections, suppressor) for sample in outputs]
     if head == "nms":

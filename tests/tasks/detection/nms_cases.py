@@ -3,13 +3,16 @@ check itself: seeded random sets (overlapping clusters, several classes moved ap
 class offset the postprocessing uses, distinct scores, caps that cut the answer short), and
 seeded sets where most scores tie, and the edges (an IoU exactly at the threshold, tied
 scores, boxes without an area, the empty set). Every box is float32-representable, so an op
-computing in float32 sees the boxes the float64 reference sees. And what a detector's run
-records of the NMS it ran."""
+computing in float32 sees the boxes the float64 reference sees. The same cases assembled into
+batches of mixed lengths (empty samples and batches of one among them) for an op that takes a
+whole batch at once, raw heads of mixed candidate counts for the whole postprocessing, and
+what a detector's run records of the NMS it ran."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 
@@ -101,6 +104,130 @@ def differences(suppress: Suppress) -> list[str]:
                                   case.max_keep)).tolist()
         if got != want:
             found.append(f"{case.name}: kept {got[:12]}, numpy keeps {want[:12]}")
+    return found
+
+
+SuppressBatch = Callable[[Sequence[tuple[np.ndarray, np.ndarray]], float, int],
+                        list[np.ndarray]]
+EMPTY = EDGES[-1]
+#: (threshold, cap) every case is also batched at, whatever its own: caps that cut inside the
+#: real boxes (where padding taking a place would tell) and one that none reaches
+SHARED_SETTINGS = ((0.5, 1), (0.45, 5), (0.7, 300), (0.3, 1000))
+
+
+def _setting(case: Case) -> tuple[float, int]:
+    return case.iou_threshold, case.max_keep
+
+
+def batches() -> Iterator[tuple[str, list[Case], float, int]]:
+    """(name, cases, threshold, cap) batches of mixed lengths: the cases of each (threshold,
+    cap) in eights with an empty sample among them, every case alone (a batch of one), a batch
+    of empty samples only, and all cases in eights at each shared setting."""
+    every = list(cases())
+    for (iou, cap), group in groupby(sorted(every, key=_setting), key=_setting):
+        members = list(group)
+        for start in range(0, len(members), 7):
+            chunk = members[start:start + 7]
+            chunk.insert(start % (len(chunk) + 1), EMPTY)
+            yield f"iou {iou}, cap {cap}, from case {start}", chunk, iou, cap
+    for case in every:
+        yield f"{case.name} alone", [case], case.iou_threshold, case.max_keep
+    yield "empty samples only", [EMPTY] * 3, 0.5, 300
+    for iou, cap in SHARED_SETTINGS:
+        for start in range(0, len(every), 8):
+            yield (f"iou {iou}, cap {cap}, cases {start}-{start + 7}", every[start:start + 8],
+                   iou, cap)
+
+
+def batch_differences(suppress_batch: SuppressBatch) -> list[str]:
+    """Each sample of each batch where ``suppress_batch`` keeps other indices (or another
+    order) than ``nms`` keeps of that sample alone."""
+    found = []
+    for name, members, iou, cap in batches():
+        got = suppress_batch([(case.boxes, case.scores) for case in members], iou, cap)
+        if len(got) != len(members):
+            found.append(f"{name}: {len(got)} answers for {len(members)} samples")
+            continue
+        for case, kept in zip(members, got, strict=True):
+            want = nms(case.boxes, case.scores, iou, cap).tolist()
+            if np.asarray(kept).tolist() != want:
+                found.append(f"{name}, {case.name}: kept {np.asarray(kept).tolist()[:12]}, "
+                             f"numpy keeps {want[:12]}")
+    return found
+
+
+class PerSample:
+    """A batched op seen without its batch (``suppress_padded`` hidden): the per-sample
+    path over the very same op."""
+
+    def __init__(self, op: Suppress) -> None:
+        self.op = op
+        self.name = getattr(op, "name", "op")
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray:
+        return self.op(boxes, scores, iou_threshold, max_keep)
+
+
+def raw_heads(seed: int = 0, classes: int = 3, anchors: int = 400) -> list[np.ndarray]:
+    """Raw heads ``[N, 4 + C, A]`` whose samples pass 0.25 in very different numbers: a batch
+    of 8 (one sample with no candidate, one where all pass, boxes without an area and tied
+    scores among them) and a batch of one."""
+    rng = np.random.default_rng(seed)
+    head = np.empty((8, 4 + classes, anchors), np.float32)
+    head[:, :2] = rng.uniform(20, 300, (8, 2, anchors))
+    head[:, 2:4] = rng.uniform(0, 60, (8, 2, anchors))
+    head[:, 2, ::17] = 0  # no width: no area
+    head[:, 4:] = rng.random((8, classes, anchors)) ** np.array([1, 2, 4, 8, 16, 32, 64, 1])[
+        :, None, None]
+    head[:, 4:, ::5] = np.round(head[:, 4:, ::5], 1)  # ties
+    head[0, 4:] = 0.1  # nothing passes 0.25
+    head[7, 4:] = np.maximum(head[7, 4:], 0.3)  # everything passes
+    single = head[2:3].copy()
+    return [head, single]
+
+
+class Counted:
+    """An op with its calls counted, per sample and per batch."""
+
+    def __init__(self, op: Suppress) -> None:
+        self.op = op
+        self.name = getattr(op, "name", "op")
+        self.singles = self.batches = 0
+
+    def __call__(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                 max_keep: int) -> np.ndarray:
+        self.singles += 1
+        return self.op(boxes, scores, iou_threshold, max_keep)
+
+    def suppress_padded(self, boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+                        max_keep: int) -> np.ndarray:
+        self.batches += 1
+        return self.op.suppress_padded(boxes, scores, iou_threshold, max_keep)
+
+
+def decode_paths(op: Suppress) -> list[str]:
+    """Where the task's postprocessing of ``raw_heads`` over ``op`` answers LoadGen other bytes
+    on the batched path than on the per-sample one, or took other than one op call a batch."""
+    from quantmark.tasks.detection.postprocess import NativeSuppressor, Postprocess
+
+    found = []
+    counted = Counted(op)
+    batched = Postprocess("raw", 3, conf_threshold=0.25, suppressor=NativeSuppressor(counted))
+    single = batched.with_suppressor(NativeSuppressor(PerSample(op)))
+    for number, head in enumerate(raw_heads()):
+        indices = list(range(100, 100 + len(head)))
+        before = counted.batches
+        got, want = batched(head, indices), single(head, indices)
+        if counted.batches != before + 1 or counted.singles:
+            found.append(f"head {number}: {counted.batches - before} batched op calls and "
+                         f"{counted.singles} per-sample ones, not one batched call")
+        for sample, (a, b) in enumerate(zip(got, want, strict=True)):
+            if (a.dtype, a.shape, a.tobytes()) != (b.dtype, b.shape, b.tobytes()):
+                found.append(f"head {number}, sample {sample}: {a.shape} rows batched, "
+                             f"{b.shape} per sample, not the same bytes")
+        if len({len(a) for a in got}) < min(len(got), 3):
+            found.append(f"head {number}: too few different detection counts to tell")
     return found
 
 
