@@ -47,11 +47,13 @@ def summary_lines(record: ProfileRecord) -> list[str]:
     scored = (f"; task {task.get('name')} (scored by {metric_of(record).name})"
               if task.get("name") else "")
     return [f"{named}; {record.iterations} profiled inferences after {record.warmup} "
-            f"warm-up{scored}", *profile_tables.share_lines(record.to_dict())]
+            f"warm-up{scored}", *profile_tables.share_lines(record.to_dict()),
+            *profile_tables.role_lines(record.to_dict())]
 
 
 def _tables(record: ProfileRecord) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(heading, header, rows): the slower layers, then every SUT side by side."""
+    """(heading, header, rows): the slower layers, then a text model's time by role, or
+    every SUT side by side."""
     found = record.to_dict()
     out = []
     if record.slower:
@@ -60,7 +62,11 @@ def _tables(record: ProfileRecord) -> list[tuple[str, list[str], list[list[str]]
                     [list(row) for row in profile_tables.layer_rows(record.slower)]))
     elif record.layers:
         out.append((f"{record.sut} is nowhere slower than {record.against}", [], []))
-    if record.side_by_side:
+    rows = profile_tables.role_rows(found)
+    if rows:  # a text model: its time by role, in place of its hundreds of nodes side by side
+        out.append(("where the time goes, by role", list(profile_tables.role_header(found)),
+                    [list(row) for row in rows]))
+    elif record.side_by_side:
         out.append(("every SUT by ONNX layer", list(profile_tables.side_header(found)),
                     [list(row) for row in profile_tables.side_rows(found)]))
     return out
@@ -103,8 +109,8 @@ def figures(records: list[ProfileRecord]) -> list[Any]:
             found.append(Figure("profile", f"Profile: {title(record)}", name, path.read_bytes(),
                                 f"where {record.sut}'s time goes",
                                 "One bar per SUT: INT8 compute, float compute, overhead and "
-                                "other, in ms per inference; black tick: the end-to-end time "
-                                "of the same loop."))
+                                "other (a text model: its time by role), in ms per inference; "
+                                "black tick: the end-to-end time of the same loop."))
     return found
 
 

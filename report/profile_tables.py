@@ -63,6 +63,50 @@ def side_rows(record: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
+def _role_sides(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [side for side in sides(record) if side.get("roles") is not None]
+
+
+def role_header(record: dict[str, Any]) -> tuple[str, ...]:
+    """The by-role table's columns: the role, then each SUT's ms, share and kernels, then
+    the test's ratio to the first reference profiled."""
+    profiled = _role_sides(record)
+    columns = [(f"{side['sut']} ms", "share", f"{side['sut']} kernels") for side in profiled]
+    return ("role", *(c for group in columns for c in group),
+            f"x {profiled[1]['sut']}" if len(profiled) > 1 else "ratio")
+
+
+def role_rows(record: dict[str, Any]) -> list[tuple[str, ...]]:
+    """A text model's time by role (attention, MatMul/Linear, softmax, layernorm,
+    quantize/dequantize ...), one row per role any SUT spent time on, in each SUT."""
+    profiled = _role_sides(record)
+    out = []
+    for role in dict.fromkeys(role for side in profiled for role in side["roles"]):
+        found = [side["roles"].get(role) for side in profiled]
+        label = next(entry["label"] for entry in found if entry)
+        cells = [c for entry in found for c in (
+            (_ms(entry["ms"]), f"{entry['share']:.0%}", kernels_text(entry["kernels"]))
+            if entry else ("-", "-", "-"))]
+        test, ref = found[0], found[1] if len(found) > 1 else None
+        ratio = (f"{test['ms'] / ref['ms']:.2f}x" if test and ref and ref["ms"] else "-")
+        out.append((label, *cells, ratio))
+    return out
+
+
+def kernels_text(kernels: dict[str, int], most: int = 3) -> str:
+    """``MatMulIntegerToFloat int8 x6, DynamicQuantizeMatMul int8 x6``: the most used
+    first."""
+    shown = [f"{name} x{count}" if count > 1 else name
+             for name, count in list(kernels.items())[:most]]
+    more = len(kernels) - most
+    return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+
+def role_lines(record: dict[str, Any]) -> list[str]:
+    """What each SUT's roles were read from."""
+    return [f"{side['sut']}: roles from {side['roles_from']}" for side in _role_sides(record)]
+
+
 def sides(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every profiled SUT's profile: the test, the reference, the further references."""
     return [record[k] for k in ("test", "reference") if record.get(k)] + list(
@@ -119,9 +163,23 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(path, buffer.getvalue())
 
 
+def _segments(profiled: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """The figure's stacked parts: (name, ms of a side) per role where every side has its
+    time by role (a text model), else INT8 compute, float compute, overhead and other."""
+    if all(side.get("roles") is not None for side in profiled):
+        labels = {role: entry["label"] for side in profiled
+                  for role, entry in side["roles"].items()}
+        return [(label, lambda side, role=role: (side["roles"].get(role) or {}).get("ms", 0.0))
+                for role, label in labels.items()]
+    return [(name, lambda side, key=key: side["shares"][key]
+             * side["sum_check"]["layer_sum_ms"])
+            for name, key in zip(SHARE_NAMES, SHARE_KEYS, strict=True)]
+
+
 def write_figure(path: Path, record: dict[str, Any]) -> bool:
-    """One stacked bar per SUT: INT8 compute, float compute, overhead, other, in ms per
-    inference, and the end-to-end time as a tick. False where neither side was profiled."""
+    """One stacked bar per SUT: INT8 compute, float compute, overhead, other (a text model:
+    its roles, attention, MatMul/Linear ...), in ms per inference, and the end-to-end time as
+    a tick. False where neither side was profiled."""
     profiled = sides(record)
     if not profiled:
         return False
@@ -130,18 +188,21 @@ def write_figure(path: Path, record: dict[str, Any]) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.8 * len(profiled)))
+    segments = _segments(profiled)
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.8 * len(profiled) + 0.1 * len(segments)))
+    colors = plt.get_cmap("tab20").colors
     for y, side in enumerate(profiled):
         left = 0.0
-        total = side["sum_check"]["layer_sum_ms"]
-        for name, key in zip(SHARE_NAMES, SHARE_KEYS, strict=True):
-            width = side["shares"][key] * total
-            ax.barh(y, width, left=left, label=name if y == 0 else None)
+        for k, (name, ms) in enumerate(segments):
+            width = ms(side)
+            ax.barh(y, width, left=left, label=name if y == 0 else None,
+                    color=colors[k % len(colors)])
             left += width
         ax.plot([side["end_to_end_ms"]] * 2, [y - 0.4, y + 0.4], color="black")
     ax.set_yticks(range(len(profiled)), [side["sut"] for side in profiled])
     ax.set_xlabel("ms per inference (black tick: end to end, same loop)")
-    ax.legend(ncols=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.legend(ncols=3 if len(segments) > 4 else 4, fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -156,14 +217,20 @@ def print_profile(console: Any, found: dict[str, Any], every_layer: bool = True)
     from quantmark.report import console_tables as tables
 
     title = f"{found['sut']} against {found['against']}, {found['model']}"
+    by_role = bool(_role_sides(found))  # a text model: its hundreds of nodes by role
     if found.get("slower"):
         console.print(tables.table(f"where {found['sut']} is slower: {title}", LAYER_HEADER,
                                    layer_rows(found["slower"])))
-    if found.get("layers") and every_layer:
+    if found.get("layers") and every_layer and not by_role:
         console.print(tables.table(f"every layer: {title}", LAYER_HEADER,
                                    layer_rows(found["layers"])))
-    if found.get("side_by_side"):
+    if found.get("side_by_side") and not by_role:
         console.print(tables.table(f"every SUT by ONNX layer, {found['model']}",
                                    side_header(found), side_rows(found)))
-    for line in share_lines(found):
+    if by_role:
+        console.print(tables.table(f"where the time goes, by role: {title}",
+                                   role_header(found), role_rows(found)))
+    for line in share_lines(found) + role_lines(found):
         console.print(escape(line), soft_wrap=True)
+    if by_role and every_layer:
+        console.print("every layer, paired by ONNX layer: layers.csv", soft_wrap=True)

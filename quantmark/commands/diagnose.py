@@ -40,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recover", type=int, default=0, metavar="K",
                         help="re-quantize with 1, 2, 4 ... K layers in FP32 (in "
                              "--recover-by order) and measure each one's quality in the task's "
-                             "metric (a classifier's top-1, a detector's mAP) and speed, with "
-                             "the latency each point's layer costs predict (default 0: no)")
+                             "metric (a classifier's top-1, a detector's mAP; not yet for text "
+                             "models) and speed, with the latency each point's layer costs "
+                             "predict (default 0: no)")
     parser.add_argument("--recover-by", choices=("accuracy", "ms"), default="accuracy",
                         help="order of the layers kept in FP32: accuracy (most SQNR lost "
                              "first, default) or ms (most SQNR recovered per millisecond each "
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "quantized over a range FACTOR times too wide (ort-int8, "
                              "tflite-int8, torch-int8); repeatable")
     parser.add_argument("--eval-samples", type=int,
-                        help="evaluation samples (images) the recovery curve's quality is "
+                        help="evaluation samples the recovery curve's quality is "
                              "judged on (default: all)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="interleaved speed rounds of the recovery curve (default 5)")
@@ -65,8 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.output(parser)
     options.model_and_dataset(parser, model_path_help="your FP32 model (.pt/.onnx ...) to "
                                                       "diagnose",
-                              dataset_help="ImageNet-format folder, or a detector's COCO or "
-                                           "YOLO folder (default: built-in)")
+                              dataset_help="ImageNet-format folder, a detector's COCO or "
+                                           "YOLO folder, or a text model's CSV/JSONL "
+                                           "(default: built-in)")
     options.model_shape(parser)
 
 

@@ -35,3 +35,13 @@ def profiler(info: Any) -> ModuleType | None:
         if exc.name != f"{info.package}.profile":
             raise
         return None
+
+
+def text_refusal(info: Any, module: ModuleType | None, job: str) -> str | None:
+    """Why ``job`` (profile, diagnose) cannot run a text model on the SUT ``info`` yet (None:
+    it can): its framework's module opts in with ``TEXT_MODELS = True`` once it feeds token
+    samples and reads a transformer's layers."""
+    if module is not None and getattr(module, "TEXT_MODELS", False):
+        return None
+    return (f"{job}: not yet for text models on {info.framework} ({info.name}); use an "
+            "ort-* SUT")

@@ -10,11 +10,16 @@ told from the error it receives.
 * cosine = sum(ref * test) / sqrt(sum(ref^2) sum(test^2)).
 * lost (dB): the SQNR a layer loses against what it received, ``min(SQNR of its input,
   LOSSLESS_DB) - SQNR`` (0 when it loses none); several inputs count as their sum (signal and
-  noise powers added), which is also what a residual Add that was not captured hands on. It
+  noise powers added), which is also what a residual Add that was not captured hands on, or,
+  into a product (a Mul, a Div, attention's MatMul of two activations), as their relative
+  noises added (noise-to-signal ratios: what a product of noisy factors carries). It
   counts both the noise the layer adds and the noise it amplifies (a projection that cancels
   signal but not noise); either way, it is where precision goes. Above ``LOSSLESS_DB`` an
   activation is as good as FP32 for a classifier, so a drop up there (the stem's, from a nearly
   exact input) costs nothing. The worst layers are those losing most.
+* a reference value at or beyond ``MASKED`` (a transformer's attention mask: the float
+  minimum added to padded positions, or an infinity) is a stand-in, not a signal: it counts in
+  neither power, so a mask does not drown the scores it is added to.
 * first jump: the first layer, in graph order, losing at least ``JUMP_DB`` and within
   ``NEAR_WORST_DB`` of the most any layer loses.
 """
@@ -37,6 +42,11 @@ NEAR_WORST_DB = 1.0
 #: an SQNR above this (cosine > 0.9995) counts as lossless: the baseline of the first layer,
 #: and the most a layer's inputs are credited with
 LOSSLESS_DB = 30.0
+#: a magnitude at or beyond this is a mask's stand-in (float32's minimum, an infinity), left out
+#: of signal and noise
+MASKED = 1e30
+#: op kinds whose inputs are factors: their relative noises add
+PRODUCTS = frozenset({"mul", "div", "matmul"})
 #: SQNR above this is "no measurable error" (float32 round-off of an identical computation)
 CLEAN_DB = 120.0
 
@@ -74,6 +84,9 @@ class Pair:
     def add(self, reference: np.ndarray, test: np.ndarray) -> None:
         ref = reference.astype(np.float64, copy=False).ravel()
         got = test.astype(np.float64, copy=False).ravel()
+        kept = np.abs(ref) < MASKED  # where the reference holds a mask, both do
+        if not kept.all():
+            ref, got = ref[kept], got[kept]
         self.signal += float(ref @ ref)
         self.noise += float((ref - got) @ (ref - got))
         self.test_power += float(got @ got)
@@ -127,27 +140,65 @@ def _token(layer: LayerOutput) -> tuple[str, tuple[int, ...]]:
     return op_kind(layer.op_type), _shape(layer)
 
 
+def in_order(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The most ``(i, j)`` pairs (in ``i`` order) whose ``j`` run forward too, the earliest
+    such run where several are as long. Two exports of one model may order independent
+    branches differently (a text model's mask arithmetic before or after its embeddings): a
+    pair out of order is left out, not every pair after it."""
+    import bisect
+
+    starts = [0] * len(pairs)  # the longest forward run starting at each pair
+    ends: list[int] = []  # -j ending the best run of each length, read backwards
+    for index in range(len(pairs) - 1, -1, -1):
+        key = -pairs[index][1]
+        k = bisect.bisect_left(ends, key)
+        if k == len(ends):
+            ends.append(key)
+        else:
+            ends[k] = key
+        starts[index] = k + 1
+    need, last, run = len(ends), -1, []
+    for index, (i, j) in enumerate(pairs):
+        if need and starts[index] == need and j > last:
+            run.append((i, j))
+            need, last = need - 1, j
+    return run
+
+
+def _same_producers(test: LayerOutput, reference: LayerOutput, named: set[str]) -> bool:
+    """Both layers are fed by the same named layers (the same node of one model, which the
+    two files put in another order)."""
+    return bool(test.inputs) and tuple(test.inputs) == tuple(reference.inputs) and all(
+        name in named for name in test.inputs)
+
+
 def match(test: Sequence[LayerOutput], reference: Sequence[LayerOutput]) -> Matching:
-    """Pair each ``test`` layer with a ``reference`` layer: by name first (same output shape);
-    then, between consecutive name pairs, by graph position: the two runs of (op kind, output
-    shape) aligned as a diff aligns lines (``difflib``), so a layer one graph has and the other
-    lacks (a residual Add one framework captures, another does not) shifts nothing after it."""
+    """Pair each ``test`` layer with a ``reference`` layer: by name first (same output shape),
+    where the names run in the same order in both graphs, or where a layer out of that order
+    is fed by the same named layers in both (one node of a model whose two files order its
+    independent branches differently); then, between consecutive name pairs, by graph
+    position: the two runs of (op kind, output shape) aligned as a diff aligns lines
+    (``difflib``), so a layer one graph has and the other lacks (a residual Add one framework
+    captures, another does not) shifts nothing after it."""
     ref_index = {layer.name: i for i, layer in enumerate(reference)}
-    named: list[tuple[int, int]] = []
-    for i, layer in enumerate(test):
-        j = ref_index.get(layer.name)
-        if j is not None and _shape(reference[j]) == _shape(layer) and (
-                not named or j > named[-1][1]):  # in order: graph position agrees
-            named.append((i, j))
-    paired = {i: (j, "name") for i, j in named}
+    found = [(i, j) for i, layer in enumerate(test)
+             for j in [ref_index.get(layer.name)]
+             if j is not None and _shape(reference[j]) == _shape(layer)]
+    named = in_order(found)  # graph position agrees: these bound the positional runs
+    names = {test[i].name for i, _ in found}
+    paired = {i: (j, "name") for i, j in found
+              if (i, j) in named or _same_producers(test[i], reference[j], names)}
+    taken = {j for j, _ in paired.values()}
     bounds = [(-1, -1)] + named + [(len(test), len(reference))]
     for (i0, j0), (i1, j1) in zip(bounds, bounds[1:], strict=False):
-        test_run = [_token(layer) for layer in test[i0 + 1:i1]]
-        ref_run = [_token(layer) for layer in reference[j0 + 1:j1]]
-        aligner = difflib.SequenceMatcher(None, test_run, ref_run, autojunk=False)
+        mine = [i for i in range(i0 + 1, i1) if i not in paired]
+        theirs = [j for j in range(j0 + 1, j1) if j not in taken]
+        aligner = difflib.SequenceMatcher(None, [_token(test[i]) for i in mine],
+                                          [_token(reference[j]) for j in theirs],
+                                          autojunk=False)
         for block in aligner.get_matching_blocks():
             for k in range(block.size):
-                paired[i0 + 1 + block.a + k] = (j0 + 1 + block.b + k, "position+shape")
+                paired[mine[block.a + k]] = (theirs[block.b + k], "position+shape")
     taken = {j for j, _ in paired.values()}
     pairs = [Pair(layer.name, layer.op_type, layer.precision, reference[j].name,
                   reference[j].op_type, reference[j].precision, how, layer.inputs,
@@ -201,10 +252,19 @@ def attribute(pairs: list[Pair], inputs_of: dict[str, tuple[str, ...]] | None = 
         producers = matched_producers(pair.name, graph, set(powers))
         if not producers and index and not graph.get(pair.name):
             producers = [pairs[index - 1].name]
-        signal = sum(powers[name][0] for name in producers)
-        noise = sum(powers[name][1] for name in producers)
-        received = LOSSLESS_DB if not producers else min(LOSSLESS_DB, _sqnr(signal, noise))
+        received = (LOSSLESS_DB if not producers
+                    else min(LOSSLESS_DB, _received([powers[name] for name in producers],
+                                                    op_kind(pair.op_type) in PRODUCTS)))
         pair.lost_db = max(0.0, received - pair.sqnr_db)
+
+
+def _received(powers: list[tuple[float, float]], product: bool) -> float:
+    """The SQNR of what several inputs hand a layer: of their sum (powers added), or into a
+    product (noise-to-signal ratios added)."""
+    if not product or len(powers) == 1:
+        return _sqnr(sum(s for s, _ in powers), sum(n for _, n in powers))
+    ratios = [10 ** (-_sqnr(signal, noise) / 10) for signal, noise in powers]
+    return -10.0 * math.log10(sum(ratios))
 
 
 def first_jump(pairs: Sequence[Pair], jump_db: float = JUMP_DB,

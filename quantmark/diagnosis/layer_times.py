@@ -258,11 +258,13 @@ def canonical_graph(config: WorkloadFields, spec: Any) -> tuple[list[GraphNode] 
     import onnx
 
     from quantmark.models.source import fp32_onnx, is_torch_weights
+    from quantmark.models.text_graph import is_text, text_artifact
 
     path = config.model_path
     if path and not (str(path).endswith(".onnx") or is_torch_weights(path)):
         return None, f"--model-path {path} is not ONNX: layers keep their frameworks' names"
-    artifact = fp32_onnx(spec, path)
+    artifact = (text_artifact(path, spec, f"model {spec.name}: --model-path {path}")
+                if is_text(spec) else fp32_onnx(spec, path))
     return graph_nodes(onnx.load(str(artifact.path), load_external_data=False)), \
         str(artifact.path)
 

@@ -6,16 +6,18 @@ The steps, each a function: build the two SUTs (the diagnosed one, and its frame
 own mechanism (``sut/<framework>/diagnose.py``), match and measure the layers
 (``layer_errors``), then optionally re-quantize with the worst K layers in FP32 and measure the
 trade-off (``recovery``), and write it all like a run (``output``).
+
+A text model is captured on its run's token samples (``diagnosis.samples``) and ranked the
+same way; its recovery curve is refused in one line (no judge of its metric yet), as is a SUT
+whose framework does not capture text models yet (``hooks.text_refusal``).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
-
-import numpy as np
 
 from quantmark.diagnosis import (
     hooks,
@@ -26,12 +28,10 @@ from quantmark.diagnosis import (
     recovery,
     recovery_cost,
 )
+from quantmark.diagnosis.samples import Data, open_data
 from quantmark.ground.config import WorkloadFields
 from quantmark.ground.errors import SutError, UserError
-from quantmark.qsl.cache import cached_images
-from quantmark.qsl.calibration_sets import CalibrationProvider
-from quantmark.qsl.groups import read_groups
-from quantmark.qsl.preprocess import normalise, recipe_for
+from quantmark.models.text_graph import is_text
 from quantmark.sut.interface import Backend, SutOptions
 from quantmark.sut.layers import Recipe
 from quantmark.sut.registry import fp32_baseline, load_factory, require_available
@@ -69,37 +69,6 @@ class DiagnoseConfig(WorkloadFields):
     threads: int = 0
     chunk: int = 4  # samples captured at a time (activations of a chunk are held in memory)
     output: str = "results"
-
-
-@dataclass
-class Data:
-    """The evaluation samples, decoded once; handed out per layout."""
-
-    spec: Any
-    images: np.ndarray  # uint8 NHWC crops, evaluation order
-    labels: np.ndarray  # a classifier's classes; a detector's rows (its count is what counts)
-    groups: np.ndarray | None  # source image of each sample (the built-in set), for intervals
-    task: Task | None = None  # how the model's output is scored (None: classification's)
-    dataset: Any = None  # the task's dataset (a detector's ground truth and image sizes)
-    _layouts: dict[str, Any] = field(default_factory=dict)
-
-    def batch(self, layout: str, start: int, stop: int) -> np.ndarray:
-        recipe = self._layouts.setdefault(layout, recipe_for(self.spec, layout))
-        return normalise(np.asarray(self.images[start:stop]), recipe)
-
-
-def open_data(config: DiagnoseConfig, spec: Any) -> tuple[Data, Any]:
-    """The evaluation samples and the calibration, opened by the run's task, so a detector
-    reads its detection dataset (and calibrates on its own list) as a run does."""
-    task = task_for(config)
-    dataset = task.open_dataset(config, spec)
-    images = cached_images(dataset, recipe_for(spec, "NHWC"))
-    rows = np.asarray(dataset.cache_rows)
-    named = read_groups(dataset.root)  # the source photo of each crop, where the data says
-    groups = (np.asarray([named.get(rel, rel) for rel, _ in dataset.items])
-              if named is not None else None)
-    data = Data(spec, images[rows], dataset.labels, groups, task, dataset)
-    return data, CalibrationProvider(dataset, spec, task.calibration_list(config, dataset))
 
 
 def resolve(config: Any) -> tuple[Any, Any, Task]:
@@ -162,6 +131,26 @@ def check(config: DiagnoseConfig, reference: str, count: int, task: Task | None 
         raise UserError("the dataset has no evaluation samples")
 
 
+#: why ``--recover`` refuses a text model: no judge yet, and dynamic INT8 excludes nothing
+TEXT_RECOVERY = ("--recover: not yet for text models: diagnose has no recovery judge in {metric} "
+                 "yet (and ONNX Runtime's dynamic INT8 keeps no layer in FP32); run without "
+                 "--recover for the layer ranking")
+
+
+def check_text(config: DiagnoseConfig, spec: Any, task: Task, reference: str) -> None:
+    """One line, before any data is read, where a text model cannot be diagnosed as asked:
+    ``--recover``, or a SUT whose framework captures no text model's layers yet."""
+    if not is_text(spec):
+        return
+    if config.recover:
+        raise UserError(TEXT_RECOVERY.format(metric=task.metric.name))
+    for name in dict.fromkeys((config.sut, reference)):
+        info = require_available(name)
+        why = hooks.text_refusal(info, hooks.diagnoser(info), "diagnose")
+        if why:
+            raise UserError(why)
+
+
 def judge_of(config: DiagnoseConfig, task: Task, spec: Any, data: Data) -> judges.Judge | None:
     """The recovery curve's judge in the task's metric, on ``--eval-samples`` (None without
     ``--recover``); made before any SUT is built, so data it cannot judge is refused first."""
@@ -204,6 +193,7 @@ def run(config: DiagnoseConfig) -> dict[str, Any]:
     """Diagnose, optionally recover, and return the results record (written by the caller)."""
     spec, config, task = resolve(config)
     reference = reference_name(config)
+    check_text(config, spec, task, reference)
     data, calibration = open_data(config, spec)
     check(config, reference, len(data.labels), task)
     judge = judge_of(config, task, spec, data)

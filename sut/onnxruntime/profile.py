@@ -8,6 +8,11 @@ warm-up runs are profiled too: its Chrome-trace file is split into runs at the `
 events, the first ``warmup`` runs are dropped, and every node's ``*_kernel_time`` events of a
 run are summed. A node's time is its median over the measured runs; the whole inference is the
 median ``model_run`` duration, read from the same trace.
+
+A text model is fed its token inputs by name, as its backend's ``predict`` feeds them
+(``diagnose.feeds``); ``executed_graph`` hands the optimized graph ORT runs (fused nodes,
+integer kernels, named as the profiler names them), from which ``run.py profile`` reads each
+node's role in a transformer.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ from quantmark.ground.errors import SutError, UserError
 from quantmark.sut.interface import Backend
 from quantmark.sut.profiling import LayerTime, Profile, median_ms
 
-__all__ = ["PROFILER", "category", "precision", "profile", "split_runs"]
+__all__ = ["PROFILER", "TEXT_MODELS", "category", "executed_graph", "precision", "profile",
+           "split_runs"]
 
 log = logging.getLogger(__name__)
 
 PROFILER = "onnxruntime profiler: SessionOptions.enable_profiling, node kernel times per run"
+#: profiles a text model's SUT (its token feeds: ``diagnose.feeds``)
+TEXT_MODELS = True
 
 #: what ORT or the quantizer put into the graph that the source model lacks
 OVERHEAD_OPS = frozenset({
@@ -108,12 +116,9 @@ def _layers(kernels: list[list[dict[str, Any]]]) -> list[LayerTime]:
     return rows
 
 
-def _session(backend: Backend, prefix: str) -> Any:
-    """A profiling session on the SUT's own model file, with the backend's own settings."""
+def _options(backend: Backend) -> Any:
+    """Session options as the backend builds its own session."""
     import onnxruntime as ort
-
-    from quantmark.sut.onnxruntime.backend import session_extras
-    from quantmark.sut.onnxruntime.diagnose import providers
 
     options = ort.SessionOptions()
     level = getattr(backend, "_optimization_level", None)
@@ -126,8 +131,15 @@ def _session(backend: Backend, prefix: str) -> Any:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if getattr(backend, "threads", 0):
         options.intra_op_num_threads = backend.threads
-    options.enable_profiling = True
-    options.profile_file_prefix = prefix
+    return options
+
+
+def _open(backend: Backend, options: Any) -> Any:
+    import onnxruntime as ort
+
+    from quantmark.sut.onnxruntime.backend import session_extras
+    from quantmark.sut.onnxruntime.diagnose import providers
+
     path = str(backend.artifact.path)
     try:
         return ort.InferenceSession(path, sess_options=options, providers=providers(backend),
@@ -136,20 +148,35 @@ def _session(backend: Backend, prefix: str) -> Any:
         raise SutError(f"onnxruntime could not open {path} for profiling: {exc}") from exc
 
 
-def _feed(session: Any, samples: np.ndarray) -> dict[str, np.ndarray]:
-    from quantmark.sut.onnxruntime.backend import ONNX_INPUT_TYPES
+def _session(backend: Backend, prefix: str) -> Any:
+    """A profiling session on the SUT's own model file, with the backend's own settings."""
+    options = _options(backend)
+    options.enable_profiling = True
+    options.profile_file_prefix = prefix
+    return _open(backend, options)
 
-    inp = session.get_inputs()[0]
-    dtype = ONNX_INPUT_TYPES.get(inp.type, np.float32)
-    return {inp.name: np.ascontiguousarray(samples, dtype=dtype)}
+
+def executed_graph(backend: Backend) -> Any:
+    """The ONNX graph ONNX Runtime runs for the SUT (the optimized model a session built as
+    the profiling one saves: fused nodes, integer kernels), whose node names its profiler
+    reports: what a node's role is read from (``diagnosis.layer_roles``)."""
+    import onnx
+
+    with tempfile.TemporaryDirectory(prefix="quantmark-ort-graph-") as tmp:
+        options = _options(backend)
+        options.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        _open(backend, options)
+        return onnx.load(options.optimized_model_filepath, load_external_data=False).graph
 
 
 def _trace(backend: Backend, samples: np.ndarray, runs: int) -> list[dict[str, Any]]:
     """The profiler's events of ``runs`` inferences of ``samples``; the trace file is read and
     deleted with its temporary folder."""
+    from quantmark.sut.onnxruntime.diagnose import feeds
+
     with tempfile.TemporaryDirectory(prefix="quantmark-ort-profile-") as tmp:
         session = _session(backend, os.path.join(tmp, "profile"))
-        feed = _feed(session, samples)
+        feed = feeds(backend, session, samples)
         try:
             for _ in range(runs):
                 session.run(None, feed)

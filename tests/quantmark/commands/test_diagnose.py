@@ -133,3 +133,54 @@ def test_a_recovery_priced_in_ms_on_the_digits_cnn(tmp_path):
     assert "predicted_ms" in curve[0] and all(line.count(",ms,") for line in curve[1:])
     assert "priced in ms" in proc.stdout and "--recover-by ms" in proc.stdout
     assert "Recovery candidates priced in ms" in (folder / "layers.md").read_text()
+
+
+# ----------------------------------------------------------------------- a text encoder
+
+def test_a_text_encoder_s_layers_are_ranked_by_error_its_matmuls_named_as_in_fp32(
+        tiny_encoder, tmp_path, capsys):
+    from quantmark import cli
+    from quantmark.diagnosis.layer_errors import CLEAN_DB
+
+    code = cli.main(["diagnose", "--sut", "ort-int8dyn", "--model-path", str(tiny_encoder),
+                     "--seq-len", "32", "--samples", "6", "--worst", "8",
+                     "--output", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    folder = next(tmp_path.glob("*-ort-int8dyn/tiny/diagnose-ort-fp32"))
+    record = json.loads((folder / "results.json").read_text())
+    assert record["task"]["name"] == "text" and record["samples"] == 6
+    # quantize_dynamic's MatMulInteger -> Cast -> Mul is one layer, named as the FP32 MatMul
+    matmuls = [layer for layer in record["layers"] if layer["op_type"] == "MatMulInteger"]
+    assert len(matmuls) == 12  # Q, K, V, attention output, two feed-forward, in 2 layers
+    for layer in matmuls:
+        assert layer["precision"] == "int8" and layer["reference_op"] == "MatMul"
+        assert layer["name"] == layer["reference"] and layer["name"].endswith("MatMul")
+        assert layer["matched_by"] == "name" and 10 < layer["sqnr_db"] < CLEAN_DB
+    assert len(record["unmatched"]["test"]) <= 1  # branches ordered otherwise still pair
+    by_name = {layer["name"]: layer for layer in record["layers"]}
+    ranked = [by_name[name] for name in record["worst"]]
+    assert len(ranked) == 8 and any("MatMul" in layer["op_type"] for layer in ranked)
+    assert [(layer["lost_db"], -layer["sqnr_db"]) for layer in ranked] == sorted(
+        ((layer["lost_db"], -layer["sqnr_db"]) for layer in ranked), reverse=True)
+    assert "worst layers" in out and "MatMulInteger" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--sut", "ort-int8dyn", "--recover", "2"), "--recover: not yet for text models"),
+    (("--sut", "ov-int8"), "diagnose: not yet for text models on openvino (ov-int8)"),
+    (("--sut", "ort-int8dyn", "--against", "torch-fp32"),
+     "diagnose: not yet for text models on torch (torch-fp32)"),
+])
+def test_what_a_text_encoder_cannot_be_diagnosed_with_yet_is_one_line(
+        args, message, tiny_encoder, tmp_path, capsys):
+    from quantmark import cli
+    from quantmark.sut.registry import availability, get_sut
+
+    suts = [args[i + 1] for i, flag in enumerate(args) if flag in ("--sut", "--against")]
+    if not all(availability(get_sut(name))[0] for name in suts):
+        pytest.skip(f"{args} cannot run here")
+    code = cli.main(["diagnose", *args, "--model-path", str(tiny_encoder),
+                     "--output", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err

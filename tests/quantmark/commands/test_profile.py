@@ -120,3 +120,59 @@ def test_bad_requests_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--against-model-path .* not found"):
         run(ProfileConfig(model=MODEL, sut="ort-fp32", against="ort-fp32",
                           against_model_path=str(tmp_path / "missing.onnx")))
+
+
+# ----------------------------------------------------------------------- a text encoder
+
+#: the tiny encoder's matrix products: per layer Q, K, V, the attention output and the two
+#: feed-forward projections; and attention's two (Q·K^T, scores·V)
+PROJECTIONS, ATTENTION = 6 * 2, 2 * 2
+
+
+def test_a_text_encoder_s_time_goes_by_role_and_int8dyn_runs_integer_kernels(
+        tiny_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from quantmark import cli
+    from quantmark.sut.onnxruntime.kernels import INTEGER_KERNELS
+
+    code = cli.main(["profile", "--sut", "ort-int8dyn", "--against", "ort-fp32", "--model-path",
+                     str(tiny_encoder), "--seq-len", "32", "--iterations", "5", "--warmup", "1",
+                     "--output", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    folder = next(tmp_path.glob("*-ort-int8dyn/tiny/profile-ort-int8dyn-vs-ort-fp32"))
+    record = load_record(folder / "results.json", kind="profile")
+    test, reference = record.test["roles"], record.reference["roles"]
+    for roles in (test, reference):  # each a row of its own, with real time
+        assert all(roles[role]["ms"] > 0 for role in ("attention", "linear", "softmax",
+                                                     "layernorm"))
+        assert roles["attention"]["nodes"] == ATTENTION
+        assert sum(roles["linear"]["kernels"].values()) == PROJECTIONS
+    assert test["quantize"]["ms"] > 0 and "quantize" not in reference
+    assert {kernel.split()[0] for kernel in test["linear"]["kernels"]} <= INTEGER_KERNELS
+    assert all(kernel.endswith("int8") for kernel in test["linear"]["kernels"])
+    assert set(reference["linear"]["kernels"]) <= {"MatMul fp32", "FusedMatMul fp32",
+                                                   "Gemm fp32"}
+    assert record.test["roles_from"] == "the graph it ran"
+    assert record.task["name"] == "text" and record.layers  # every node paired in layers.csv
+    assert "where the time goes, by role" in out and "MatMul/Linear" in out
+    assert "DynamicQuantizeMatMul int8" in out or "MatMulIntegerToFloat int8" in out
+    assert (folder / "profile.png").is_file()
+
+
+@pytest.mark.parametrize("sut, against", [("ov-int8", "ov-fp32"), ("ort-int8dyn", "torch-fp32"),
+                                          ("tflite-int8", "tflite-fp32")])
+def test_a_framework_without_text_support_refuses_a_text_encoder_in_one_line(
+        sut: str, against: str, tiny_encoder: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from quantmark import cli
+    from quantmark.sut.registry import availability, get_sut
+
+    if not all(availability(get_sut(name))[0] for name in (sut, against)):
+        pytest.skip(f"{sut} or {against} cannot run here")
+    code = cli.main(["profile", "--sut", sut, "--against", against, "--model-path",
+                     str(tiny_encoder), "--output", str(tmp_path)])
+    err = capsys.readouterr().err
+    framework = against if sut.startswith("ort") else sut
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: profile: not yet for text models on ") and \
+        f"({framework}); use an ort-* SUT" in err

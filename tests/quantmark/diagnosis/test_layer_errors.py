@@ -65,6 +65,21 @@ def test_a_name_out_of_order_is_not_trusted():
         ("a", "a", "name")]
 
 
+def test_a_branch_ordered_otherwise_pairs_by_name_where_its_producers_agree():
+    """Two files of one text encoder: the quantizer put key before query, and the mask sum
+    first; each projection is fed by the same named layer in both, so it pairs by name, and
+    one name out of order leaves every pair after it standing."""
+    ref = [_layer("ln"), _layer("query", inputs=("ln",)), _layer("key", inputs=("ln",)),
+           _layer("scores", inputs=("query", "key")), _layer("mask_sum")]
+    test = [_layer("mask_sum"), _layer("ln"), _layer("key", inputs=("ln",)),
+            _layer("query", inputs=("ln",)), _layer("scores", inputs=("query", "key"))]
+    matching = le.match(test, ref)
+    assert {p.name: (p.reference, p.matched_by) for p in matching.pairs} == {
+        name: (name, "name") for name in ("ln", "key", "query", "scores")}
+    assert matching.unmatched_test == ["mask_sum"] == matching.unmatched_reference
+    assert le.in_order([(0, 4), (1, 0), (2, 2), (3, 1), (4, 3)]) == [(1, 0), (2, 2), (4, 3)]
+
+
 def test_a_name_with_another_shape_is_not_a_match():
     matching = le.match([_layer("a", (1, 3))], [_layer("a", (1, 4))])
     assert matching.pairs == [] and matching.unmatched_test == ["a"]
@@ -147,3 +162,31 @@ def test_the_first_jump_is_the_first_layer_near_the_worst_loss():
     quiet = _pairs({"a": 28.0, "b": 25.0}, {})
     assert le.first_jump(quiet) is None  # nothing loses 6 dB
     assert le.first_jump([]) is None
+
+
+def test_a_mask_s_stand_in_values_count_in_neither_power():
+    """Attention scores plus a mask of float32's minimum: the padded positions are equal in
+    both models and dwarf every score; left out, the scores' own error shows."""
+    scores = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    mask = np.array([[0.0, 0.0, np.finfo(np.float32).min, np.finfo(np.float32).min]],
+                    np.float32)
+    noisy = scores + np.float32(0.1)
+    masked, plain = (le.Pair(name, "Add", "fp32", name, "Add", "fp32", "name", (), (4,))
+                     for name in ("masked", "plain"))
+    masked.add(scores + mask, noisy + mask)
+    plain.add(scores[:, :2], noisy[:, :2])
+    assert masked.sqnr_db == pytest.approx(plain.sqnr_db) and masked.sqnr_db < 30
+
+
+def test_into_a_product_the_inputs_relative_noises_add():
+    """x * gate: a clean gate does not hide x's noise (into a sum it would, by its power)."""
+    x = le.Pair("x", "MatMul", "int8", "x", "MatMul", "fp32", "name", (), (4,), signal=1.0,
+                noise=1e-2)  # 20 dB
+    gate = le.Pair("gate", "Add", "fp32", "gate", "Add", "fp32", "name", (), (4,),
+                   signal=100.0, noise=1e-8)  # 100 dB, a hundred times x's power
+    into = {op: le.Pair(op, op, "fp32", op, op, "fp32", "name", ("x", "gate"), (4,),
+                        signal=100.0, noise=1.0) for op in ("Mul", "Add")}  # 20 dB out
+    for op, pair in into.items():
+        le.attribute([x, gate, pair])
+        assert pair.lost_db == (pytest.approx(0.0, abs=1e-6) if op == "Mul" else
+                                pytest.approx(30.0 - 20.0))
