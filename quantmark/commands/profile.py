@@ -2,8 +2,9 @@
 SUT's inference time goes, layer by layer (named by the canonical ONNX model's layers), against
 other SUTs (default: its framework's FP32; the first is the reference of the ranking), each read
 with its framework's own profiler; with ``--against-model-path`` the references run model F (a
-modified model against its original). Flags -> ``ProfileConfig`` -> ``diagnosis.profile_run``
--> its folder and tables.
+modified model against its original). A text model's time is also shown by role (attention,
+MatMul/Linear, softmax, layernorm, quantize/dequantize ...). Flags -> ``ProfileConfig`` ->
+``diagnosis.profile_run`` -> its folder and tables.
 
 Written as ``<output>/<system>/<model>/profile-<sut>-vs-<against>/`` beside the SUT's runs:
 results.json (a ``profile`` record), layers.csv and profile.png."""
@@ -32,8 +33,9 @@ NAME = "profile"
 HELP = "why a SUT is not faster: per-layer time against another SUT, from each profiler"
 DESCRIPTION = ("Per-layer time of a SUT's model from its framework's own profiler, against "
                "another SUT (default: its framework's FP32): the layers where it is slower, "
-               "ranked by milliseconds lost, its INT8/float/overhead shares, and whether the "
-               "layers add up to the end-to-end time.")
+               "ranked by milliseconds lost, its INT8/float/overhead shares (a text model: "
+               "its time by role, attention, MatMul/Linear, softmax, layernorm, "
+               "quantize/dequantize), and whether the layers add up to the end-to-end time.")
 
 console = tables.make_console()
 
