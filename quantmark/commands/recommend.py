@@ -194,6 +194,9 @@ def measurer_settings(args: argparse.Namespace) -> dict[str, Any]:
         run_settings["preprocess"] = shape["preprocess"]
     if shape["input_size"]:
         run_settings["image_sizes"] = [shape["input_size"]]
+    # a text model's sequence length, padding and tokenizer reach every run
+    run_settings.update({key: shape[key] for key in ("seq_len", "padding", "tokenizer")
+                         if shape[key]})
     return run_settings
 
 

@@ -91,6 +91,7 @@ class LoadGenMeasurer:
         self.timeout_s = timeout_s
         sizes = run_settings.pop("image_sizes", None) or [""]  # a sweep's spelling of it
         self.input_size = str(run_settings.pop("input_size", "") or sizes[0] or "")
+        self.seq_len = int(run_settings.pop("seq_len", 0) or 0)  # a text model's (0: default)
         self.template = SweepSpec(models=[model], suts=[], model_path=model_path,
                                   dataset_path=dataset_path, timeout=timeout_s, **run_settings)
         self.references = references
@@ -119,7 +120,8 @@ class LoadGenMeasurer:
 
     def _cell(self, candidate: Candidate, repeat: int = 1) -> Cell:
         return Cell(self.model, candidate.sut, self.scenario, candidate.batch_size, repeat,
-                    sut_options=sut_options(candidate), input_size=self.input_size)
+                    sut_options=sut_options(candidate), input_size=self.input_size,
+                    seq_len=self.seq_len)
 
     # ------------------------------------------------------------------ accuracy
     def accuracy(self, candidate: Candidate) -> AccuracyResult:
@@ -204,7 +206,8 @@ class LoadGenMeasurer:
         if key not in self._runs:
             root = self.output / "accuracy"
             cell = Cell(self.model, sut, "Offline", ACCURACY_BATCH, mode="accuracy",
-                        sut_options=options, input_size=self.input_size)
+                        sut_options=options, input_size=self.input_size,
+                        seq_len=self.seq_len)
             try:
                 entry = run_cell(root, replace(self.template, suts=[sut]), cell)
                 self._runs[key] = accuracy_of(entry, root)

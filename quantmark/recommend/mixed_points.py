@@ -97,7 +97,9 @@ class DiagnosisRanker:
             worst=1, threads=candidate.threads, dataset_path=template.dataset_path,
             model_path=template.model_path, calibration_list=template.calibration_list,
             input_size=self.measurer.input_size, num_classes=template.num_classes,
-            preprocess=dict(template.preprocess), labels=template.labels)
+            preprocess=dict(template.preprocess), labels=template.labels,
+            seq_len=self.measurer.seq_len, padding=template.padding,
+            tokenizer=template.tokenizer)
 
 
 def ranked_layers(config: Any, count: int) -> tuple[str, ...]:

@@ -213,3 +213,32 @@ def test_the_models_input_size_reaches_every_cell(
     assert [c.input_size for c in configs] == ["16", "16"]
     assert [(c.mode, c.batch_size, c.threads, c.num_classes) for c in configs] == \
         [("performance", 8, 2, 10), ("accuracy", 8, 0, 10)]
+
+
+def test_a_text_models_sequence_length_padding_and_tokenizer_reach_every_cell(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run.py recommend --seq-len 32 --padding dynamic --tokenizer T`` on a text model: the
+    flags become the measurer's settings and every run and accuracy run takes them."""
+    import argparse
+
+    from quantmark.commands.recommend import measurer_settings
+    from quantmark.sweep.cell import cell_config
+
+    configs = []
+
+    def fake(root: Path, spec: Any, cell: Any) -> dict[str, Any]:
+        configs.append(cell_config(root, spec, cell))
+        return {"status": "failed", "message": "x"}
+
+    monkeypatch.setattr("quantmark.sweep.cell.run_cell", fake)
+    flags = {"model_path": "enc/model.onnx", "dataset_path": None, "calibration_list": None,
+             "input_size": None, "num_classes": 0, "preprocess": None, "resize": None,
+             "resize_short": None, "mean": None, "std": None, "scale": None,
+             "channel_order": None, "labels": None, "seq_len": 32, "padding": "dynamic",
+             "tokenizer": str(tmp_path / "tokenizer.json")}
+    settings = measurer_settings(argparse.Namespace(**flags))
+    measurer = LoadGenMeasurer("Offline", "enc", tmp_path, **settings)
+    measurer.run(Candidate("ort-int8dyn", 8, 2, ()), 1.0)
+    measurer.accuracy(Candidate("ort-int8dyn"))
+    assert [(c.seq_len, c.padding, c.tokenizer) for c in configs] == \
+        [(32, "dynamic", str(tmp_path / "tokenizer.json"))] * 2
