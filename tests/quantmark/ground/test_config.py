@@ -15,7 +15,7 @@ from quantmark.ground.config import RunConfig, WorkloadFields
 
 CONFIGS = (RunConfig, DiagnoseConfig, ProfileConfig)
 SHARED = ("model_path", "task", "input_size", "num_classes", "preprocess", "dataset_path",
-          "labels", "calibration_list")
+          "labels", "calibration_list", "seq_len", "padding", "tokenizer")
 
 
 def _default(f: Field) -> Any:
