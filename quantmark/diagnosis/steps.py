@@ -310,6 +310,11 @@ def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
     candidates, priced = price(config, data, spec, test, ref, pairs,
                                excludable_pairs(pairs, max(config.worst, max(points))))
     ranked = [cost.name for cost in candidates][:max(points)]
+    # a point keeping every quantized layer in FP32 is the FP32 model: the SUT's own proof
+    # refuses to call it INT8, and the reference point already measures it
+    quantized = {pair.name for pair in excludable_pairs(pairs, len(pairs))}
+    dropped = [k for k in points[1:] if quantized and quantized <= set(ranked[:k])]
+    points = [k for k in points if k not in dropped]
     variants = [recovery.Variant("K=0", 0, [], test[0], describe=test[0].describe())]
     for k in points[1:]:
         # a fault lives in a layer's quantization: a layer kept in FP32 has none
@@ -330,6 +335,8 @@ def recover(config: DiagnoseConfig, data: Data, calibration: Any, spec: Any,
     for variant in variants[1:-1]:
         variant.backend.close()
     return {"points": points, "eval_samples": judge.count, "rounds": config.rounds,
+            "dropped": {"points": dropped, "why": "every quantized layer kept in FP32: the "
+                        "FP32 model, which the reference point measures"} if dropped else None,
             "round_seconds": config.round_seconds, "batch_size": config.batch_size,
             "timing": TIMING + (UNTIMED_POSTPROCESS if judge.postprocessed else ""),
             "recover_by": config.recover_by, "order": ranked,
