@@ -78,10 +78,9 @@ class TextTask(Task):
 
         return str(builtin_encoder_folder() / "model.onnx")
 
-    def _tokenizer_path(self, config: Any) -> Path:
-        if config.tokenizer:
-            return Path(config.tokenizer)
-        return Path(self.model_file(config)).parent
+    @staticmethod
+    def _tokenizer_path(config: Any, model_file: Path) -> Path:
+        return Path(config.tokenizer) if config.tokenizer else model_file.parent
 
     def resolve_spec(self, config: Any) -> Any:
         """A text model's spec: its head and width from its file, the run's sequence length
@@ -109,10 +108,12 @@ class TextTask(Task):
         from quantmark.tasks.text.sentences import open_text_data
         from quantmark.tasks.text.tokens import load_tokenizer
 
-        tokenizer = load_tokenizer(self._tokenizer_path(config))
+        # resolved once: the built-in's is its sealed export, verified on every call
+        model_file = Path(self.model_file(config))
+        tokenizer = load_tokenizer(self._tokenizer_path(config, model_file))
         data = open_text_data(config.dataset_path, tokenizer, spec.seq_len,
-                              max_positions=_max_positions(self.model_file(config)))
-        data.model_file = Path(self.model_file(config))
+                              max_positions=_max_positions(str(model_file)))
+        data.model_file = model_file
         if spec.head == "classifier":
             if data.labels is None:
                 raise UserError(f"model {spec.name} is a classifier ({spec.num_classes} "
