@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 import tempfile
 import time
@@ -39,7 +40,8 @@ EXAMPLE = ("docs/example-sweep/runs/resnet50/ov-bf16/SingleStream-b1-r1/vm-ov-bf
 
 
 def copies(record: Path, folder: Path, count: int) -> list[Path]:
-    """``count`` run folders, each a copy of ``record`` that differs by a nonce."""
+    """``count`` run folders, each a copy of ``record`` that differs by a nonce, beside its
+    LoadGen logs (the store checks the record's figures against them)."""
     data = json.loads(record.read_text())
     nonce = uuid.uuid4().hex
     made = []
@@ -48,6 +50,8 @@ def copies(record: Path, folder: Path, count: int) -> list[Path]:
         run.mkdir(parents=True)
         data["bench_nonce"] = f"{nonce}-{index}"
         (run / "results.json").write_text(json.dumps(data))
+        for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+            shutil.copyfile(record.parent / name, run / name)
         made.append(run)
     return made
 

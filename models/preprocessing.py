@@ -26,6 +26,7 @@ from quantmark.qsl.preprocess import CHANNEL_ORDERS, RESIZE_RULES
 #: the keys a recipe (file, flags) may set
 KEYS = ("preset", "resize", "resize_short", "mean", "std", "scale", "channel_order")
 IMAGENET_RATIO = 256 / 224  # short side over crop in ImageNet evaluation
+PIXEL_MAX = 255.0  # a mean in pixel units lies in 0..255
 
 #: conventions by name: resize rule, crop ratio, mean, std (0-255 units), channel order
 CONVENTIONS: dict[str, dict[str, Any]] = {
@@ -115,7 +116,20 @@ def _numbers(key: str, value: Any) -> tuple[float, ...]:
         raise UserError(f"{key} {value!r}: give 1 or 3 numbers, e.g. --{key} 0.5,0.5,0.5")
     if key == "std" and any(n == 0 for n in numbers):
         raise UserError(f"std {value!r}: a std of 0 divides by zero; give positive values")
+    if key == "std" and any(n < 0 for n in numbers):
+        raise UserError(f"std {value!r}: a negative std flips the channel's sign (no "
+                        "training pipeline does); give positive values")
     return numbers
+
+
+def _check_mean(value: Any, scale: float) -> None:
+    """A mean is a pixel value: in pixel units (0-255, or 0-1 with ``scale`` 255) it lies
+    within the pixels' range, else it is a typo (a sign, a unit)."""
+    top = PIXEL_MAX / scale
+    if any(not 0 <= n <= top for n in _numbers("mean", value)):
+        units = "0-255 pixel units" if scale == 1 else f"0-{top:g} units with scale {scale:g}"
+        raise UserError(f"mean {value!r}: a channel's mean lies within the pixels' range "
+                        f"({units}); fix the value or its units (--scale 255: 0-1 units)")
 
 
 def check(data: Mapping[str, Any]) -> None:
@@ -126,18 +140,24 @@ def check(data: Mapping[str, Any]) -> None:
         raise UserError(f"resize {data['resize']!r}: choose {' or '.join(RESIZE_RULES)}")
     if "channel_order" in data and str(data["channel_order"]).upper() not in CHANNEL_ORDERS:
         raise UserError(f"channel order {data['channel_order']!r}: choose RGB or BGR")
-    for key in ("mean", "std"):
-        if key in data:
-            _numbers(key, data[key])
     for key in ("resize_short", "scale"):
         if key in data:
             try:
-                ok = float(data[key]) > 0
+                ok = float(data[key]) > 0 and math.isfinite(float(data[key])) \
+                    and not isinstance(data[key], bool)
             except (TypeError, ValueError):
                 ok = False
+            if ok and key == "resize_short":
+                ok = float(data[key]) == int(float(data[key]))
             if not ok:
-                raise UserError(f"{key.replace('_', '-')} {data[key]!r}: give a positive "
-                                "number")
+                what = ("a positive number of pixels (a whole one)" if key == "resize_short"
+                        else "a positive number")
+                raise UserError(f"{key.replace('_', '-')} {data[key]!r}: give {what}, e.g. "
+                                f"{'256' if key == 'resize_short' else '255'}")
+    if "std" in data:
+        _numbers("std", data["std"])
+    if "mean" in data:
+        _check_mean(data["mean"], float(data.get("scale", 1.0)))
 
 
 def apply(spec: ModelSpec, data: Mapping[str, Any], *, default: str | None = None) -> ModelSpec:
@@ -164,7 +184,19 @@ def apply(spec: ModelSpec, data: Mapping[str, Any], *, default: str | None = Non
              else max(spec.input_size, spec.input_width, round(min(spec.input_size,
                                                                    spec.input_width) * ratio)))
     changes["resize_short"] = short
+    _check_crop(changes.get("resize_rule", spec.resize_rule), short, spec)
     return replace(spec, **changes)
+
+
+def _check_crop(rule: str, short: int, spec: ModelSpec) -> None:
+    """The short-side rule crops the input size out of the resized image: a short side below
+    it leaves nothing to crop (the child's recipe would fail after the model was built)."""
+    need = max(spec.input_size, spec.input_width)
+    if rule == "short-side" and short < need:
+        raise UserError(f"--resize-short {short} is below the input size "
+                        f"{spec.input_size}x{spec.input_width}: the centre crop needs a short "
+                        f"side of at least {need}; pass --resize-short {need} or more, or "
+                        "--resize stretch")
 
 
 def describe(spec: ModelSpec) -> str:

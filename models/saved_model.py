@@ -5,7 +5,7 @@ ops and transposes the network to NHWC, TensorFlow's native layout, so the Saved
 ``[N, S, S, 3]``. Its output matches ONNX Runtime to ~1e-5 on the zoo models (see the SUT
 tests). The batch stays dynamic: onnx2tf downloads a sample file when the batch is a small
 static number, which must never happen offline. A user's own SavedModel directory is accepted
-too (``load_user_saved_model``).
+too (``load_user_saved_model``). A text encoder has its own recipe (``models.text_saved_model``).
 
 A detector (``spec.task == "detection"``) is rewritten first: onnx2tf guesses layouts from
 static shapes, and with a dynamic batch the YOLO fixture's run-time shape arithmetic made it
@@ -18,7 +18,6 @@ the SavedModel against onnxruntime and refuses a conversion that computes someth
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import keyword
 import os
@@ -34,6 +33,8 @@ from quantmark.models.artifacts import Artifact, cached_build, hash_folder, prog
 from quantmark.models.native_input import check_dtype, input_layout, wanted
 from quantmark.models.onnx_rewrites import align_constant_ranks, fold_shape_arithmetic
 from quantmark.models.source import fp32_onnx
+from quantmark.models.tensorflow_env import require_tensorflow, tensorflow_version
+from quantmark.models.text_graph import is_text
 
 SAVED_MODEL_RECIPE = {"converter": "onnx2tf", "signature": "serving_default",
                       "layout": "NHWC", "onnxsim": False, "maxpool_zero_pad": True, "version": 2}
@@ -43,23 +44,6 @@ DETECTOR_RECIPE = {"rewrites": ["shape arithmetic folded to constants (onnxrunti
                                 "2)", "broadcast constants given their operand's rank"],
                    "check": "SavedModel vs onnxruntime, seeded batch of 2, error / (1 + |value|)"
                             " <= 1e-3, nms rows matched to the nearest", "version": 1}
-
-
-def tensorflow_version() -> str:
-    """TensorFlow's version from package metadata (importing TF costs seconds); the "tf"
-    extra installs ``tensorflow``, older installs may have ``tensorflow-cpu``."""
-    for dist in ("tensorflow", "tensorflow-cpu"):
-        if (found := dist_version(dist)) != "absent":
-            return found
-    return "absent"
-
-
-def require_tensorflow(what: str) -> None:
-    """One clear line when the converters are missing (TFLite-only installs, e.g. a Pi)."""
-    missing = [m for m in ("tensorflow", "onnx2tf") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise UserError(f"{what} needs {' and '.join(missing)} to convert the model: "
-                        "pip install 'quantmark[tf]', or pass a ready model with --model-path")
 
 
 def zero_pad_maxpools_after_relu(model: Any) -> int:
@@ -235,8 +219,13 @@ def export_saved_model(spec: Any, model_path: str | Path | None = None) -> Artif
     """The model as a TF SavedModel (NHWC, dynamic batch), converted from its FP32 ONNX.
 
     ``model_path``: None (built-in weights), a torch state_dict, an .onnx file, or a user's
-    SavedModel directory (used in place).
+    SavedModel directory (used in place). A text model (its ONNX export) is converted at fixed
+    token shapes by ``models.text_saved_model``.
     """
+    if is_text(spec):
+        from quantmark.models.text_saved_model import text_saved_model
+
+        return text_saved_model(spec, model_path)
     if model_path is not None and Path(model_path).is_dir():
         return load_user_saved_model(model_path, spec)
     require_tensorflow("a TensorFlow/TFLite SUT")

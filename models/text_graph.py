@@ -190,19 +190,3 @@ def text_artifact(path: str | Path, spec: Any, where: str) -> Any:
                           None)}
     return Artifact(path=file, format="onnx", precision="fp32", key=digest,
                     weights=f"{spec.name}: {file.name}", source_hash=digest, meta=meta)
-
-
-#: why the TensorFlow and TFLite SUTs take no text model here (measured on quantmark's
-#: MiniLM-style export, 2026-11-29)
-TENSORFLOW_GAP = ("no converter installed here takes a transformer into TensorFlow: onnx2tf "
-                  "1.28 fails on the attention mask's boolean Mul, and litert-torch (which "
-                  "converts torch to LiteRT) would bring jax and older pydantic and "
-                  "typing_extensions into this environment")
-
-
-def refuse_tensorflow(name: str, spec: Any) -> None:
-    """A TensorFlow or TFLite SUT asked to run a text model: one line naming why and the
-    SUTs that do."""
-    if is_text(spec):
-        raise UserError(f"{name}: {spec.name} is a text encoder and {TENSORFLOW_GAP}; run it "
-                        "with ort-*, ov-* or torch-*")

@@ -78,6 +78,10 @@ def inspect_onnx(path: str | Path, where: str, task: str = "classification") -> 
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise UserError(f"{where} is not a valid ONNX model ({cause}); pass a file exported "
                         "with torch.onnx.export or tf2onnx") from None
+    if not proto.graph.node and not proto.graph.input:
+        raise UserError(f"{where} is not a valid ONNX model (it holds no graph: an empty or "
+                        "cut-short file?); pass a file exported with torch.onnx.export or "
+                        "tf2onnx")
     init_names = {t.name for t in proto.graph.initializer}
     inputs = [i for i in proto.graph.input if i.name not in init_names]
     if len(inputs) != 1:
@@ -107,13 +111,20 @@ def inspect_onnx(path: str | Path, where: str, task: str = "classification") -> 
         return _detector_output(proto, shape, where)
     if task != "classification":  # another task reads its outputs itself: name the first
         return replace(shape, output_name=proto.graph.output[0].name)
-    output = next((o for o in proto.graph.output if len(_dims(o)) == 2
-                   and isinstance(_dims(o)[1], int) and _dims(o)[1] >= 2
-                   and o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT), None)
-    if output is None:
-        found = ", ".join(f"{o.name}{_dims(o)}" for o in proto.graph.output)
+    scores = [o for o in proto.graph.output if len(_dims(o)) == 2
+              and isinstance(_dims(o)[1], int) and _dims(o)[1] >= 2
+              and o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]
+    found = ", ".join(f"{o.name}{_dims(o)}" for o in proto.graph.output)
+    if not scores:
         raise UserError(f"{where} has no float [N, classes] output (found {found}); export the "
                         "classifier's logits or probabilities as its output")
+    if len(scores) > 1:  # which one is the answer is the user's to say, never a guess
+        names = " and ".join(repr(o.name) for o in scores)
+        raise UserError(f"{where} has {len(scores)} float [N, classes] outputs ({names}), and "
+                        "quantmark scores one: keep only the classifier's, e.g. python -c "
+                        f"\"import onnx.utils; onnx.utils.extract_model('{path}', 'one.onnx', "
+                        f"['{inp.name}'], ['{scores[0].name}'])\" (or the other name)")
+    output = scores[0]
     return replace(shape, classes=int(_dims(output)[1]), output_name=output.name)
 
 
@@ -226,6 +237,7 @@ def resolve_spec(config: Any) -> ModelSpec:
     """The ``ModelSpec`` this run uses: the built-in model at ``--input-size`` and
     ``--num-classes`` (its torch weights export at that size), or the ``--model-path`` ONNX
     file's own, with the run's preprocessing recipe applied."""
+    _no_text_settings(config)
     if config.model_path and str(config.model_path).endswith(".onnx") \
             and Path(config.model_path).is_file():
         return model_file_spec(config)
@@ -239,6 +251,18 @@ def resolve_spec(config: Any) -> ModelSpec:
         spec = replace(spec, num_classes=config.num_classes, pretrained_source=None,
                        pretrained_package="")
     return _with_recipe(spec, config, None, f"model {spec.name}")
+
+
+def _no_text_settings(config: Any) -> None:
+    """A text model's settings on an image model would be ignored without a word: one line
+    (a sweep refuses them the same way, ``sweep.lengths.check``)."""
+    given = [(flag, value) for flag, value in (
+        ("--seq-len", getattr(config, "seq_len", 0)), ("--padding", getattr(config, "padding", "")),
+        ("--tokenizer", getattr(config, "tokenizer", None))) if value]
+    if given:
+        flag, value = given[0]
+        raise UserError(f"{flag} {value} is a text model's setting, and model {config.model} "
+                        "takes images: drop it (an image model's size is --input-size)")
 
 
 def resized_weights_note(spec: ModelSpec) -> str | None:

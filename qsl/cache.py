@@ -4,9 +4,15 @@ Layout: ``cache_dir("preprocessed")/<key>/images.npy`` holding uint8 ``(N, crop,
 the order of the dataset's ``all_items``, plus ``meta.json``. Only geometry is cached; mean/std
 and layout are applied at load time, so models that differ only in normalisation share a cache.
 
-Crash safety: workers write into ``images.npy.<pid>.tmp`` (a memmap, so the parent never holds
-the whole set in RAM: ImageNet val is 7.5 GB), which is fsynced and renamed to ``images.npy``
-only when every row is written. A leftover temp file is never read; stale ones are removed.
+Crash safety: workers write into an unnamed file of the cache's folder (Linux ``O_TMPFILE``, a
+memmap, so the parent never holds the whole set in RAM: ImageNet val is 7.5 GB), which is
+fsynced, given a name and renamed to ``images.npy`` only when every row is written: a build
+killed outright (the launcher's SIGKILL after Ctrl-C, the OOM killer) leaves nothing, as the
+kernel frees an unnamed file with its last descriptor. Where the filesystem has no unnamed
+files, the rows go to ``images.npy.<pid>.tmp``, removed on any exception (KeyboardInterrupt
+included); one a killed builder left is never read, and every build removes those of dead
+builders in every key's folder. A set that cannot fit on the disk is refused before any byte
+is written (``qsl.footprint``).
 
 Verified, not trusted: ``meta.json`` records the sha256 of every ``CHUNK_BYTES`` slice of
 ``images.npy`` (hashed from disk once the build is complete), and every open hashes the file
@@ -41,6 +47,7 @@ from quantmark.ground.hashing import atomic_write_json, hash_json
 from quantmark.ground.paths import cache_dir, pid_alive
 
 from .builtin import forget, generated_root
+from .footprint import check_disk
 from .imagenet import ImageFolderDataset
 from .preprocess import PreprocessRecipe, decode_and_crop
 
@@ -163,53 +170,117 @@ def _build(
 ) -> None:
     """Decode every image into a temp memmap with a worker pool, then rename it into place."""
     global BUILDS, LAST_BUILD_SECONDS
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(final.parent)
-    tmp = final.with_name(f"{final.name}.{os.getpid()}.tmp")
     n = len(paths)
+    check_disk(n, recipe.height, recipe.width, final.parent)
+    created = not final.parent.exists()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for folder in final.parent.parent.iterdir():
+        _remove_stale_temps(folder)
     start = time.perf_counter()
     log.info("preprocessing %d images into %s", n, final.parent)
-    out = np.lib.format.open_memmap(
-        tmp, mode="w+", dtype=np.uint8, shape=(n, recipe.height, recipe.width, 3)
-    )
-    del out  # workers open it themselves; the parent only tracks progress
-    tasks = [
-        (str(tmp), i, [str(p) for p in paths[i : i + _CHUNK]], recipe) for i in range(0, n, _CHUNK)
-    ]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
+    scratch = Scratch(final)
     try:
-        log.info("preprocessing %d images (resize, crop) with %d processes into the cache, "
-                 "once ...", n, workers)
-        with tqdm(total=n, desc="preprocessing", unit="img", disable=None) as bar:
-            if workers == 1:
-                results = map(_fill_rows, tasks)
-                _consume(results, bar, paths, sources)
-            else:
-                with Pool(workers) as pool:
-                    _consume(pool.imap_unordered(_fill_rows, tasks), bar, paths, sources)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        atomic_write_json(
-            final.with_name(META_FILE),
-            {
-                "content": _content_record(tmp),
-                "count": n,
-                "shape": [n, recipe.height, recipe.width, 3],
-                "dtype": "uint8",
-                "resize_short": recipe.resize_short,
-                "crop": recipe.crop,
-                "geometry_key": recipe.geometry_key(),
-                "first": str(paths[0]) if n else None,
-                "seconds": round(time.perf_counter() - start, 3),
-            },
+        out = np.lib.format.open_memmap(
+            scratch.path, mode="w+", dtype=np.uint8, shape=(n, recipe.height, recipe.width, 3)
         )
-        os.replace(tmp, final)
+        del out  # workers open it themselves; the parent only tracks progress
+        _fill(paths, sources, recipe, scratch.path, workers)
+        _fsync(scratch.path)
+        atomic_write_json(final.with_name(META_FILE), _meta(scratch.path, n, recipe, paths,
+                                                             start))
+        scratch.publish(final)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        scratch.discard()
+        if not final.exists():  # a meta.json of rows never published describes nothing
+            final.with_name(META_FILE).unlink(missing_ok=True)
+        if created:
+            _remove_if_empty(final.parent)
         raise
     BUILDS += 1
     LAST_BUILD_SECONDS = time.perf_counter() - start
     log.info("preprocessed %d images in %.1f s", n, LAST_BUILD_SECONDS)
+
+
+def _fill(paths: Sequence[Path], sources: Sequence[str], recipe: PreprocessRecipe,
+          target: Path, workers: int | None) -> None:
+    """Decode every image into the rows of ``target`` with a worker pool."""
+    n = len(paths)
+    tasks = [
+        (str(target), i, [str(p) for p in paths[i : i + _CHUNK]], recipe)
+        for i in range(0, n, _CHUNK)
+    ]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
+    log.info("preprocessing %d images (resize, crop) with %d processes into the cache, "
+             "once ...", n, workers)
+    with tqdm(total=n, desc="preprocessing", unit="img", disable=None) as bar:
+        if workers == 1:
+            _consume(map(_fill_rows, tasks), bar, paths, sources)
+        else:
+            with Pool(workers) as pool:
+                _consume(pool.imap_unordered(_fill_rows, tasks), bar, paths, sources)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _meta(path: Path, n: int, recipe: PreprocessRecipe, paths: Sequence[Path],
+          start: float) -> dict[str, Any]:
+    """meta.json of a finished build: its content hashes (read back from disk) and geometry."""
+    return {
+        "content": _content_record(path),
+        "count": n,
+        "shape": [n, recipe.height, recipe.width, 3],
+        "dtype": "uint8",
+        "resize_short": recipe.resize_short,
+        "crop": recipe.crop,
+        "geometry_key": recipe.geometry_key(),
+        "first": str(paths[0]) if n else None,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (another builder's, a meta.json), or gone
+        pass
+
+
+class Scratch:
+    """The file a build writes its rows into: unnamed (``O_TMPFILE``: a killed build leaves
+    nothing) where the filesystem allows, else ``images.npy.<pid>.tmp``. ``path`` is what
+    the parent and the workers open; ``publish`` names it ``final``; ``discard`` drops it."""
+
+    def __init__(self, final: Path) -> None:
+        self.named = final.with_name(f"{final.name}.{os.getpid()}.tmp")
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(final.parent, os.O_TMPFILE | os.O_RDWR, 0o644)
+        except (AttributeError, OSError):  # not Linux, or a filesystem without them
+            self.path = self.named
+            return
+        self.path = Path(f"/proc/{os.getpid()}/fd/{self.fd}")
+        if not self.path.exists():  # no /proc to reopen it by: the named file
+            os.close(self.fd)
+            self.fd, self.path = None, self.named
+
+    def publish(self, final: Path) -> None:
+        if self.fd is not None:  # a name for the finished file, then the final one
+            proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.link(str(self.fd), self.named, src_dir_fd=proc, follow_symlinks=True)
+            finally:
+                os.close(proc)
+        os.replace(self.named, final)
+        self.discard()
+
+    def discard(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.named.unlink(missing_ok=True)
 
 
 def _content_record(path: Path) -> dict[str, Any]:

@@ -28,8 +28,8 @@ def read_class_names(path: str | os.PathLike) -> list[str]:
     refused naming the line."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise UserError(f"labels file {file} does not exist; pass --labels FILE with "
-                        f"{LABELS_FORMAT}")
+        what = "is a folder, not a file" if file.is_dir() else "does not exist"
+        raise UserError(f"labels file {file} {what}; pass --labels FILE with {LABELS_FORMAT}")
     try:
         text = file.read_bytes().decode("utf-8").removeprefix(BOM)
     except OSError as exc:

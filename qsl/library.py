@@ -94,7 +94,9 @@ class QuerySampleLibrary:
     ) -> QuerySampleLibrary:
         """A QSL over the dataset's evaluation items, backed by the (built-once) uint8 cache."""
         from .cache import cached_images
+        from .footprint import check_recipe_fits
 
+        check_recipe_fits(recipe, len(dataset), performance_sample_count)
         images = cached_images(dataset, recipe, workers)
         return cls(images, dataset.labels, performance_sample_count, recipe, dataset.cache_rows,
                    encode)

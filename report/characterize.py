@@ -23,7 +23,8 @@ from quantmark.ground.records import RunRecord, SweepManifest, UnreadableRecord,
 from quantmark.report import intervals, quality
 from quantmark.report.best_points import batch_scan, pareto_front  # noqa: F401 (read from here)
 from quantmark.report.current_set import current_set, read_results
-from quantmark.report.loadgen_log import LogError, RunSummary, summarize_file
+from quantmark.report.loadgen_log import RunSummary
+from quantmark.report.logged_run import verify
 from quantmark.report.measured import measured
 from quantmark.report.setup_identity import fingerprint_id, throttling
 from quantmark.report.stats import family_confidence
@@ -101,10 +102,12 @@ class _Found:
     has_manifest: bool
 
 
-def _scan(root: Path, machines: dict[str, dict[str, Any]]
+def _scan(root: Path, machines: dict[str, dict[str, Any]], disagreements: list[str]
           ) -> tuple[list[_Found], list[Explained]]:
-    """Every quantmark run under ``root`` (not a compliance test, not one in progress) and
-    the cells of its sweep that have no result, with why; the machines they ran on."""
+    """Every quantmark run under ``root`` (not a compliance test, not one in progress), its
+    figures LoadGen's (``logged_run``: a results.json that says otherwise is a line of
+    ``disagreements``), and the cells of its sweep that have no result, with why; the
+    machines they ran on."""
     manifest = _manifest(root)
     cells = manifest.cells if manifest else {}
     tracked = {entry["run_dir"]: entry for entry in cells.values() if entry.get("run_dir")}
@@ -117,10 +120,13 @@ def _scan(root: Path, machines: dict[str, dict[str, Any]]
         results = read_results(folder)
         if not results or not results.config or results.config.get("audit"):
             continue  # not quantmark's, or a compliance test
-        try:
-            summary = summarize_file(detail)
-        except LogError:
-            continue
+        logged = verify(folder, results)
+        if not logged.parsed:
+            continue  # a detail log that does not parse: the percentile table marks it
+        if logged.mismatches:
+            disagreements.append(logged.disagreement(
+                relative, "the report shows LoadGen's figures"))
+        summary = logged.summary
         system = system_name(results.machine)
         machine = {k: v for k, v in results.machine.items() if k != "thermal"}
         machines.setdefault(system, {**machine, "software": results.software})
@@ -164,7 +170,8 @@ def load(folders: list[str | Path]) -> Study:
     accuracy: dict[tuple[str, str, str], dict[str, Any]] = {}
     machines: dict[str, dict[str, Any]] = {}
     roots = [Path(f) for f in folders]
-    scanned = [_scan(root, machines) for root in roots]
+    disagreements: list[str] = []
+    scanned = [_scan(root, machines, disagreements) for root in roots]
     label = labeller([f.results for found, _ in scanned for f in found])
     models: dict[Path, str] = {}
     for found, cells in scanned:
@@ -185,7 +192,8 @@ def load(folders: list[str | Path]) -> Study:
     for record in training:  # the machine of a train-bench-only folder; its framework too
         entry = machines.setdefault(system_name(record.machine), {**record.machine, "software": {}})
         entry["software"] = {**record.software, **entry.get("software", {})}
-    study = Study(configs, explained, accuracy, machines, roots, training)
+    study = Study(configs, explained, accuracy, machines, roots, training,
+                  disagreements=disagreements)
     derive(study)
     return study
 

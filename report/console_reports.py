@@ -32,6 +32,7 @@ from quantmark.report.intervals import (
 from quantmark.report.run_table import (
     console_cells,
     console_columns,
+    disagreement_warnings,
     disturbed_warnings,
     incomplete_warnings,
     scored_by,
@@ -75,6 +76,8 @@ def print_characterization(console: Console, folders: list[str], study: Study) -
         console.print(f"[yellow]{escape(e.sut)} {escape(e.model)} "
                       f"{escape(e.scenario if e.mode != 'accuracy' else 'accuracy')}: "
                       f"{escape(e.status)}[/] {escape(e.message)}")
+    for line in study.disagreements:
+        console.print(f"[bold red]not LoadGen's:[/] {escape(line)}", soft_wrap=True)
 
 
 def print_percentiles(console: Console, folder: str, rows: list[Any], csv_path: Path,
@@ -90,6 +93,8 @@ def print_percentiles(console: Console, folder: str, rows: list[Any], csv_path: 
     console.print(made)
     for line in incomplete_warnings(rows, root) + disturbed_warnings(rows, root):
         console.print(f"[yellow]warning:[/] {escape(line)}")
+    for line in disagreement_warnings(rows, root):
+        console.print(f"[bold red]not LoadGen's:[/] {escape(line)}", soft_wrap=True)
     console.print("latencies in ms (LoadGen's nearest-rank); Offline runs are one query of every "
                   "sample, so their percentiles (n/a here, in the CSV as logged) are not a "
                   f"sample's latency; written {escape(str(csv_path))} "

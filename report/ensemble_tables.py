@@ -35,7 +35,7 @@ NOTES = [
     "Accuracy: each member's top-1 on the ensemble's samples (its answers inside the ensemble "
     "run) and in its own accuracy run. Δ vs best member: the ensemble minus its best member, in "
     "points. The paired figure compares them image by image (95% interval; p from a "
-    "t test over source photos where crops share one, else McNemar's exact test). It "
+    "t test over source photos where crops share one, else the Bonett-Price test). It "
     "uses the best member's answers in the same run, else its own accuracy run on the same "
     "samples.",
 ]

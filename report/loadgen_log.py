@@ -248,21 +248,33 @@ def check_complete(run_folder: str | Path) -> list[str]:
     """Why a LoadGen run's logs are not whole and consistent, one line each; [] when they are.
 
     A killed process, a full disk or a copy cut short leaves logs that still parse: the detail
-    log must hold what its mode ends with (``detail_problems``), the summary must be there, end
-    with LoadGen's closing line and agree with the detail log on scenario, mode, result and
-    headline metric, and the accuracy log must be a closed JSON list."""
+    and summary logs must be whole and agree (``read_logs``), and the accuracy log must be a
+    closed JSON list."""
+    _, problems = read_logs(run_folder)
+    path = Path(run_folder) / ACCURACY_FILE
+    return problems + [f"{ACCURACY_FILE}: {p}" for p in _accuracy_log_problems(path)]
+
+
+def read_logs(run_folder: str | Path, need_summary: bool = True
+              ) -> tuple[dict[str, Any] | None, list[str]]:
+    """The detail log's values (None where it is missing or does not parse) and why the
+    detail and summary logs are not whole and consistent, one line each ([] when they are):
+    the detail log must hold what its mode ends with (``detail_problems``), the summary must
+    end with LoadGen's closing line and agree with the detail log on scenario, mode, result
+    and headline metric, and be there unless ``need_summary`` is False (the detail log holds
+    every number; a folder kept without its summary is still LoadGen's word)."""
     path = Path(run_folder) / DETAIL_FILE
     if not path.is_file():
-        return [f"{DETAIL_FILE}: missing"]
+        return None, [f"{DETAIL_FILE}: missing"]
     try:
         detail = read_detail(path)
     except LogError as exc:
-        return [f"{DETAIL_FILE}: {str(exc).removeprefix(f'{path}: ')}"]
-    folder = path.parent
+        return None, [f"{DETAIL_FILE}: {str(exc).removeprefix(f'{path}: ')}"]
     problems = [f"{DETAIL_FILE}: {p}" for p in detail_problems(detail)]
-    problems += [f"{SUMMARY_FILE}: {p}" for p in _summary_problems(folder / SUMMARY_FILE, detail)]
-    problems += [f"{ACCURACY_FILE}: {p}" for p in _accuracy_log_problems(folder / ACCURACY_FILE)]
-    return problems
+    summary = path.parent / SUMMARY_FILE
+    if need_summary or summary.exists():
+        problems += [f"{SUMMARY_FILE}: {p}" for p in _summary_problems(summary, detail)]
+    return detail, problems
 
 
 def _summary_fields(lines: list[str]) -> dict[str, str]:

@@ -85,7 +85,8 @@ def candidate_lines(record: RecommendationRecord, c: dict[str, Any]) -> list[str
     else:
         lines.append(f"accuracy change vs {accuracy.get('reference', 'the best FP32')}: "
                      f"{accuracy.get('text', '')} pts ({metric.name} "
-                     f"{number(quality.figure(accuracy, metric))}{metric.unit})")
+                     f"{number(quality.figure(accuracy, metric))}{metric.unit})"
+                     + _resolving(accuracy))
     lines.append(f"executed precision: {c.get('executed_precision') or 'not recorded'}")
     disturbed = c.get("disturbed_runs", 0)
     kept = ("left out of its figures" if judged < c.get("valid_runs", 0) else
@@ -95,10 +96,39 @@ def candidate_lines(record: RecommendationRecord, c: dict[str, Any]) -> list[str
     return lines
 
 
+def cannot_tell_lines(record: RecommendationRecord) -> list[str]:
+    """The candidates the evidence could not judge against a limit: with no answer, why there
+    is none; beside one, those that might beat it, each with what would tell it."""
+    if not record.cannot_tell:
+        return []
+    keys = ", ".join(record.cannot_tell)
+    head = (f"Nothing recommended: no candidate is known to meet the limits, and {keys} cannot "
+            "be told against them on this evidence (a limit is judged by its interval, never "
+            "by the point)" if record.verdict == "cannot tell" else
+            f"Not ruled out: {keys} might beat it, but the evidence cannot tell whether they "
+            "meet the limits (so they are not recommended)")
+    return [head, *[f"  {line}" for lines in record.cannot_tell.values() for line in lines]]
+
+
+def _resolving(accuracy: dict[str, Any]) -> str:
+    """``; the set resolves about ±4.5 points (7 independent units)`` where recorded: the
+    smallest change its paired interval tells from none."""
+    low, high, units = accuracy.get("low"), accuracy.get("high"), accuracy.get("units")
+    if not units or low is None or high is None:
+        return ""
+    return f"; the set resolves about ±{(high - low) / 2:.2g} points ({units} independent units)"
+
+
 def verdict_lines(record: RecommendationRecord) -> list[str]:
     """The answer in plain words, honest when there is none."""
+    return _verdict_lines(record) + cannot_tell_lines(record)
+
+
+def _verdict_lines(record: RecommendationRecord) -> list[str]:
     found = _by_key(record)
     tied = [key for key in record.tied if key in found]
+    if record.verdict == "cannot tell":
+        return []
     if record.verdict == "winner" and record.recommended:
         key = record.recommended["key"]
         return [f"Recommended: {key}", *[f"  {line}" for line in
@@ -185,6 +215,8 @@ def _status(record: RecommendationRecord, c: dict[str, Any]) -> str:
         return "recommended"
     if c["key"] in record.tied:
         return "tied"
+    if c["key"] in record.cannot_tell:
+        return "cannot tell"
     return f"dropped: {c['dropped']}" if c.get("dropped") else "raced"
 
 

@@ -1,12 +1,13 @@
 """The percentile table of every run under a folder, as rows, CSV and Markdown.
 
-Rows come from LoadGen's detail logs (``report.loadgen_log``); ``results.json`` beside a log
-adds what LoadGen does not know (SUT, model, quick or official, accuracy in its task's metric:
-``report.quality`` names the column, one per metric the runs are scored by). Every output form
-(console, CSV, Markdown) takes its cells by column name from one record per run
-(``row_record``), so no form can drift a column off its header. A log LoadGen did not finish is
-a marked row (validity INCOMPLETE) with a warning, never a plain one; so is a run that other
-processes disturbed (results.json ``interference``).
+Rows come from LoadGen's logs (``report.logged_run``, the one reader of a run's figure and
+validity); ``results.json`` beside a log adds what LoadGen does not know (SUT, model, quick or
+official, accuracy in its task's metric: ``report.quality`` names the column, one per metric
+the runs are scored by). Every output form (console, CSV, Markdown) takes its cells by column
+name from one record per run (``row_record``), so no form can drift a column off its header. A
+log LoadGen did not finish is a marked row (validity INCOMPLETE) with a warning, never a plain
+one; so is a run that other processes disturbed (results.json ``interference``), and so is one
+whose results.json says other than its logs (the figures shown are LoadGen's).
 """
 
 from __future__ import annotations
@@ -21,13 +22,8 @@ from quantmark.ground.metric import TOP1, Metric
 from quantmark.ground.records import RunRecord
 from quantmark.report import quality
 from quantmark.report.current_set import read_results
-from quantmark.report.loadgen_log import (
-    PERCENTILES,
-    LogError,
-    RunSummary,
-    summarize_file,
-    unreadable_summary,
-)
+from quantmark.report.loadgen_log import PERCENTILES, RunSummary
+from quantmark.report.logged_run import verify
 from quantmark.report.percentiles import why_not
 from quantmark.report.table_formats import markdown_table, ordered
 
@@ -52,6 +48,8 @@ class Row:
     disturbed: str = ""  # "yes" / "no": other processes used the machine; "" when unknown
     disturbed_why: str = ""
     metric: Metric = TOP1  # what ``accuracy`` is in: the run's task's (top-1, mAP ...)
+    #: where its results.json says other than LoadGen's logs (``report.logged_run``)
+    disagrees: tuple[str, ...] = ()
 
     def metric_text(self) -> str:
         value = self.summary.metric_value
@@ -64,17 +62,17 @@ class Row:
 
 def find_runs(root: str | Path) -> list[Row]:
     """Every ``mlperf_log_detail.txt`` under ``root`` (hidden temp folders skipped); one that
-    LoadGen did not finish, or that does not parse at all, is a row marked INCOMPLETE."""
+    LoadGen did not finish, or that does not parse at all, is a row marked INCOMPLETE, and one
+    whose results.json disagrees with its logs is flagged (``disagreement_warnings``)."""
     base = Path(root)
     rows: list[Row] = []
     for detail in sorted(base.rglob("mlperf_log_detail.txt")):
         if any(part.startswith(".") for part in detail.relative_to(base).parts):
             continue
-        try:
-            summary = summarize_file(detail)
-        except LogError as exc:  # empty or cut before its first line: shown, and marked
-            summary = unreadable_summary(str(exc).removeprefix(f"{detail}: "))
-        rows.append(_row(detail.parent, summary))
+        results = read_results(detail.parent)  # none: the log alone names the run
+        logged = verify(detail.parent, results)
+        rows.append(_row(detail.parent, logged.summary, results or RunRecord(),
+                         logged.mismatches))
     return rows
 
 
@@ -85,8 +83,8 @@ def _mode(loadgen_mode: str) -> str:
     return "accuracy" if "Accuracy" in loadgen_mode else "performance"
 
 
-def _row(folder: Path, summary: RunSummary) -> Row:
-    results = read_results(folder) or RunRecord()  # none: the log alone names the run
+def _row(folder: Path, summary: RunSummary, results: RunRecord,
+         disagrees: tuple[str, ...] = ()) -> Row:
     config, settings = results.config, results.settings
     metric = quality.metric_of(results)
     accuracy = quality.figure(results.accuracy, metric)
@@ -117,6 +115,7 @@ def _row(folder: Path, summary: RunSummary) -> Row:
         disturbed_why=("; ".join(map(str, interference.get("why") or []))
                        if interference.get("disturbed") else ""),
         metric=metric,
+        disagrees=disagrees,
     )
 
 
@@ -211,6 +210,15 @@ def incomplete_warnings(rows: list[Row], root: Path) -> list[str]:
             for row in rows if row.summary.incomplete]
 
 
+def disagreement_warnings(rows: list[Row], root: Path) -> list[str]:
+    """One line per run whose results.json says other than LoadGen's logs: what differs; the
+    figures the report shows are LoadGen's."""
+    return [f"{_relative(row.path, root)}: results.json disagrees with LoadGen's logs "
+            f"({'; '.join(row.disagrees)}); the figures shown are LoadGen's. Restore the "
+            "folder as the run left it, or run it again."
+            for row in rows if row.disagrees]
+
+
 def disturbed_warnings(rows: list[Row], root: Path) -> list[str]:
     """One line per run that other processes disturbed: where, and what they took."""
     return [f"{_relative(row.path, root)}: other processes disturbed this run "
@@ -237,6 +245,10 @@ def to_markdown(rows: list[Row], root: Path) -> str:
             "(one query of every sample); a percentile p needs more than 1/(1-p) queries "
             "(p99: 101, p99.9: 1001), else it would be the slowest query and reads n/a (k "
             "queries). Runs marked `quick` are development runs, not valid for submission.\n")
+    disagree = disagreement_warnings(rows, root)
+    if disagree:
+        note += ("\n**Warning: these runs' results.json disagree with LoadGen's logs; the "
+                 "figures shown are LoadGen's:**\n\n" + "".join(f"- {line}\n" for line in disagree))
     broken = incomplete_warnings(rows, root)
     if broken:
         note += ("\n**Warning: some runs' LoadGen logs are incomplete (truncated); they are "

@@ -103,6 +103,9 @@ class Study:
     folders: list[Path]
     training: list[dict[str, Any]] = field(default_factory=list)  # train-bench records
     verdicts: int = 0  # speedup verdicts the report makes: what their intervals correct for
+    #: one line per run whose results.json disagrees with LoadGen's logs (``logged_run``): the
+    #: report's figures are LoadGen's
+    disagreements: list[str] = field(default_factory=list)
 
     def keys(self, *names: str) -> list[tuple]:
         """Distinct values of the named Config attributes, in first-seen order."""

@@ -40,8 +40,8 @@ def _pairing(metric: Metric) -> str:
     if quality.classifies(metric):
         return (f" `Δ {metric.name}` pairs the two accuracy runs image by image (the images "
                 "both saw): its 95% interval and p-value come from a t test over source "
-                "photos where crops share one (the built-in dataset), else from McNemar's "
-                "exact test.")
+                "photos where crops share one (the built-in dataset; fewer than 50 photos "
+                "give no verdict), else from one Bonett-Price test.")
     return (f" `Δ {metric.name}` pairs the two accuracy runs sample by sample (the images or "
             "sentences both scored): its 95% interval is the task's own, resampled over those "
             "samples as each cell names.")

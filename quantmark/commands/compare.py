@@ -1,11 +1,13 @@
 """``run.py compare A B [--paired]``: how many times faster B is than A, with its 95% interval.
 
-The comparison's statistics (scipy) are imported when it runs: the lean install lacks them."""
+The figures are LoadGen's, from each run's logs: a run whose results.json says otherwise, or a
+copy of another run, is flagged in one line and compare exits 1 (the verdict, made of LoadGen's
+figures, is still printed). The comparison's statistics (scipy) are imported when it runs: the
+lean install lacks them."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from quantmark.report import console_tables as tables
 
@@ -27,14 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    compare(args.a, args.b, args.paired)
-    return 0
+    return 1 if compare(args.a, args.b, args.paired) else 0
 
 
-def compare(a: str, b: str, paired: bool = False) -> Any:
-    """Print the ratio of two sets of repeated runs with its interval and verdict."""
+def compare(a: str, b: str, paired: bool = False) -> int:
+    """Print the ratio of two sets of repeated runs with its interval and verdict; the number
+    of runs flagged (not what LoadGen measured)."""
     from quantmark.run import comparison  # scipy: see the module's docstring
 
     side_a, side_b, ratio = comparison.compare(a, b, paired)
     comparison.show(console, side_a, side_b, ratio)
-    return ratio
+    return len(side_a.flagged) + len(side_b.flagged)

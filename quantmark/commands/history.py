@@ -57,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
             return 1
     show(points)
     show_quality(qualities)
+    if note := unchecked_note(points):
+        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
     if args.plot:
         from pathlib import Path
 
@@ -106,12 +108,27 @@ def figure_text(point: Point) -> str:
 
 
 def validity_text(point: Point) -> str:
-    if not point.valid:
-        return "INVALID"
-    if point.invalid_runs:
+    """VALID or INVALID as LoadGen's logs said when the store recorded it; UNCHECKED where it
+    was recorded before the store checked figures against the logs (a schema 1 store's)."""
+    text = "INVALID" if not point.valid else "VALID"
+    if point.valid and point.invalid_runs:
         total = len(point.runs) + point.invalid_runs
-        return f"VALID ({point.invalid_runs} of {total} runs INVALID, left out)"
-    return "VALID"
+        text += f" ({point.invalid_runs} of {total} runs INVALID, left out)"
+    if point.unchecked_runs:
+        text += f", UNCHECKED ({point.unchecked_runs} not checked against LoadGen's logs)"
+    return text
+
+
+def unchecked_note(points: list[Point]) -> str | None:
+    """The line under the tables when some figures were never checked against LoadGen's logs:
+    what they are and how to check them."""
+    folders = sorted({p.run_dir for p in points if p.unchecked_runs})
+    if not folders:
+        return None
+    return (f"{len(folders)} job(s) were recorded before the store checked figures against "
+            "LoadGen's logs (UNCHECKED): their figures are results.json's; run.py store import "
+            f"{' '.join(folders[:3])}{' ...' if len(folders) > 3 else ''} checks them (a "
+            "figure the logs do not back is refused and named)")
 
 
 def show_quality(points: list[QualityPoint]) -> None:

@@ -132,13 +132,20 @@ def run_settings(parser: argparse.ArgumentParser, *, with_batch_size: bool = Tru
 
 def key_values(items: list[str] | None) -> dict[str, str]:
     """``--sut-option KEY=VALUE`` strings as a dict; anything else is a one-line error."""
-    pairs = {}
+    pairs: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise UserError(f"--sut-option {item!r}: write KEY=VALUE, e.g. "
                             "tflite_invoke=per-sample")
-        pairs[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if pairs.get(key, value) != value:  # the last would silently win over the first
+            raise UserError(f"--sut-option {key} is given twice ({pairs[key]} and {value}); "
+                            f"give it once (a list of layers: {key}=A,B)"
+                            if key == "keep_float" else
+                            f"--sut-option {key} is given twice ({pairs[key]} and {value}); "
+                            "give it once")
+        pairs[key] = value
     return pairs
 
 

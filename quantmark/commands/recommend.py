@@ -6,8 +6,10 @@ what to deploy here. Flags -> the search space (``recommend.space``), the measur
 Written as ``<output>/<host>-recommend/<model>/recommend-<scenario>/``: ``evidence.json`` after
 every measurement (Ctrl-C loses nothing finished; the same command resumes, another is refused
 in one line: ``recommend.journal``), the runs under ``runs/``, then the answer. Exit 0 with an
-answer (a winner, a tie or "cannot tell apart within the budget"), 1 when no candidate meets
-the limits (the search finished; the answer is that none fits), 2 for bad flags.
+answer (a winner, a tie or "cannot tell apart within the budget", which names any candidate
+the budget never raced: none is recommended over one it never measured), 1 when no candidate
+meets the limits (the search finished; the answer is that none fits), 2 for bad flags (a
+budget below one run of each SUT's base candidate among them, with the minimum).
 
 With ``--cluster``, every node of a Ray cluster searches for itself, each its own answer in
 ``<output>/<node>-recommend/...`` (``recommend.cluster``)."""
@@ -15,6 +17,7 @@ With ``--cluster``, every node of a Ray cluster searches for itself, each its ow
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -117,14 +120,16 @@ def task_of(args: argparse.Namespace) -> Any:
 
 def limits_of(args: argparse.Namespace, metric_name: str = "top-1") -> Limits:
     """The limits the flags give, each checked (a negative or zero bound is a typo)."""
-    if args.max_accuracy_drop is not None and args.max_accuracy_drop < 0:
-        raise UserError(f"--max-accuracy-drop {args.max_accuracy_drop:g}: give points of "
-                        f"{metric_name} at or above 0, e.g. 1")
+    drop = args.max_accuracy_drop
+    if drop is not None and not (math.isfinite(drop) and drop >= 0):
+        raise UserError(f"--max-accuracy-drop {drop:g}: give points of {metric_name} at or "
+                        "above 0, e.g. 1")
     for flag, value in (("--latency", args.latency), ("--min-throughput", args.min_throughput),
                         ("--max-memory", args.max_memory),
                         ("--max-model-size", args.max_model_size)):
-        if value is not None and value <= 0:
-            raise UserError(f"{flag} {value:g}: give a bound above 0")
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UserError(f"{flag} {value:g}: give a bound above 0 (a finite number; leave "
+                            "the flag out for no bound)")
     return Limits(max_accuracy_drop=args.max_accuracy_drop, latency_ms=args.latency,
                   min_throughput=args.min_throughput, max_memory_mb=args.max_memory,
                   max_model_size_mb=args.max_model_size)
@@ -139,20 +144,48 @@ def check_args(args: argparse.Namespace) -> str:
         raise UserError("name the model: --model M (a built-in one) or --model-path F (yours)")
     if args.model:
         get_model(args.model)
-    if args.budget <= 0:
-        raise UserError(f"--budget {args.budget:g}: give minutes above 0, e.g. 15")
-    if args.seconds <= 0:
-        raise UserError(f"--seconds {args.seconds:g}: give seconds above 0, e.g. 5")
+    # nan, inf and 0 measure nothing (an endless budget would never stop the search)
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        raise UserError(f"--budget {args.budget:g}: give minutes above 0 (a finite number), "
+                        "e.g. 15")
+    if not (math.isfinite(args.seconds) and args.seconds > 0):
+        raise UserError(f"--seconds {args.seconds:g}: give seconds above 0 (a finite number), "
+                        "e.g. 5")
     if args.threads is not None and args.threads < 0:
         raise UserError(f"--threads {args.threads}: give 0 (the framework's default) or more")
     task = task_of(args)
     limits_of(args, task.metric.name)
-    options.shape_fields(args)
+    shape = options.shape_fields(args)
     # another task's dataset (a detector's COCO or YOLO folder) is its task's to read
     image_folder = task.name == "classification"
     validate_inputs(args.dataset_path if image_folder else None, args.calibration_list, None)
     check_output_writable(args.output)
-    return str(args.model or file_model_name(args.model_path) or DEFAULT_MODEL)
+    model = str(args.model or file_model_name(args.model_path) or DEFAULT_MODEL)
+    check_workload(args, task, model, shape)
+    return model
+
+
+def check_workload(args: argparse.Namespace, task: Any, model: str, shape: dict) -> None:
+    """The model as every run will resolve it (its size, classes and recipe: a short side
+    below the input size ...) and, for a classifier, its images in memory and in the cache:
+    what every candidate's run would refuse is one line now, not one failed run per SUT. A
+    built-in model of another task is its runs' to build (a detector's export)."""
+    from quantmark.ground.config import RunConfig
+    from quantmark.qsl.footprint import check_memory, check_set_fits
+    from quantmark.run.checks import MEMINFO, available_memory
+
+    classifier = task.name == "classification"
+    if not classifier and not args.model_path:
+        return
+    config = RunConfig(scenario=args.scenario, sut="", model=model, model_path=args.model_path,
+                       dataset_path=args.dataset_path, **shape)
+    spec = task.resolve_spec(config)
+    if not classifier or args.cluster:  # a fleet's nodes judge their own memory and disk
+        return
+    if args.dataset_path:  # the user's images: opened (and fitted to the model) once here
+        check_set_fits(spec, task.open_dataset(config, spec), available_memory(MEMINFO))
+    else:  # the built-in set holds a performance set at least: its size bounds what loads
+        check_memory(spec, spec.performance_sample_count, available_memory(MEMINFO))
 
 
 def folder_of(args: argparse.Namespace, model: str) -> Path:
@@ -304,7 +337,7 @@ def main(args: argparse.Namespace) -> int:
     answer.show(console, record)
     console.print(f"written to {escape(str(folder))}: recommendation.json, evidence.json"
                   + (", pareto.png" if record.figure else ""), soft_wrap=True)
-    return 1 if outcome.verdict == "infeasible" else 0
+    return 1 if outcome.verdict in ("infeasible", "cannot tell") else 0
 
 
 def on_cluster(args: argparse.Namespace, model: str, config: Any) -> int:

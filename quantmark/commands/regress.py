@@ -1,7 +1,10 @@
 """``run.py regress [--model M] [--sut S] [--scenario S] [--machine M] [--baseline TAG|DATE|
-VERSION] [--fdr Q] [--store URL] [--json FILE]``: the newest job of each series in the results
-store against its history, regressions first, each with what changed. Exit 1 when a series
-regressed, so a CI job can gate on it.
+VERSION] [--fdr Q] [--assume-drift] [--store URL] [--json FILE]``: the newest job of each
+series in the results store against its history, regressions first, each with what changed.
+Exit 1 when a series regressed, so a CI job can gate on it. With fewer than three earlier
+clean jobs a series reads "too little history" (exit 0) unless its change is beyond any
+plausible drift (``quantmark.store.regress_history``); ``--assume-drift`` judges it on the
+stated between-job assumption instead.
 
 The statistics (scipy) and the store (SQLAlchemy) are imported when it runs: the lean install
 lacks them and must still start every other verb."""
@@ -25,7 +28,7 @@ DESCRIPTION = ("The newest job of each series in the results store against its h
                "discovery rate controlled across series; each change with what changed in the "
                "environment. Exit 1 when any series regressed.")
 STYLES = {"regressed": "bold red", "improved": "green", "cannot judge": "yellow",
-          "no measurable change": ""}
+          "too little history": "yellow", "no measurable change": ""}
 
 console = tables.make_console()
 
@@ -39,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fdr", type=float, default=0.05, metavar="Q",
                         help="false discovery rate across series (default 0.05): on "
                              "identical jobs, any false alarm at most this often")
+    parser.add_argument("--assume-drift", action="store_true",
+                        help="with one or two earlier jobs, judge against the assumed "
+                             "between-job spread (3x the runs') and exit 1 on a regression "
+                             "found that way; without it such a series reads 'too little "
+                             "history' unless it changed beyond 2x")
     options.store(parser)
     parser.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON here")
 
@@ -88,7 +96,8 @@ def judge(args: argparse.Namespace) -> list[Any]:
             f"the results store {where} holds no results"
         raise UserError(f"{what}; record runs (python run.py) or load results folders "
                         "(run.py store import DIR)" + (", or widen the filters" if said else ""))
-    return regress(points, parse_baseline(args.baseline, points), args.fdr, selected)
+    return regress(points, parse_baseline(args.baseline, points), args.fdr, selected,
+                   assume_drift=args.assume_drift)
 
 
 def show(verdicts: Sequence[Any], fdr: float) -> None:
@@ -115,5 +124,6 @@ def write_json(path: str, verdicts: Sequence[Any], args: argparse.Namespace) -> 
 
     atomic_write_json(path, {"kind": "regress", "schema": 1, "fdr": args.fdr,
                              "baseline": args.baseline, "filters": _filters(args),
+                             "assume_drift": args.assume_drift,
                              "verdicts": [v.to_dict() for v in verdicts]})
     console.print(f"verdicts written to {escape(path)}")

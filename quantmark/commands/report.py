@@ -5,6 +5,9 @@ results folder: its percentile table (CSV, Markdown). Diagnoses, profiles and re
 under the folders: their tables. ``run.py report --store [URL] --output DIR``: the results
 store's dashboard instead (``quantmark.store.dashboard``).
 
+Every figure shown is LoadGen's, from the runs' logs (``report.logged_run``): a run whose
+results.json says otherwise is named in one line, and the report exits 1.
+
 The report's statistics (scipy), figures (matplotlib) and the store (SQLAlchemy) are imported
 when a report is made:
 the lean install, which has neither, must still start every other verb."""
@@ -49,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("report: pass results or sweep folders, or --store [URL] --output DIR "
                         "for the results store's dashboard")
     else:
-        report(args.folders, args.output)
+        return 1 if report(args.folders, args.output) else 0
     return 0
 
 
@@ -70,9 +73,10 @@ def store_dashboard(url: str | None, folders: list[str], output: str | None) -> 
                   f"{escape(str(written))}")
 
 
-def report(folders: list[str], output: str | None = None) -> None:
+def report(folders: list[str], output: str | None = None) -> int:
     """The characterization report or the percentile table of ``folders`` (see the module),
-    then the tables of the diagnoses, profiles and recommendations among them."""
+    then the tables of the diagnoses, profiles and recommendations among them; how many runs'
+    results.json disagree with their LoadGen logs."""
     for folder in folders:
         if not Path(folder).is_dir():
             raise UserError(f"report folder {folder} does not exist; pass a results or sweep "
@@ -82,21 +86,25 @@ def report(folders: list[str], output: str | None = None) -> None:
         raise UserError("several folders merge into one report: say where with --output DIR")
     diagnoses, profiles = diagnosis.load(folders), profile_section.load(folders)
     recommendations = recommend_section.load(folders)
+    disagreeing = 0
     if is_sweep or len(folders) > 1 or output is not None or training.load(folders):
-        characterization(folders, Path(output or folders[0]), bool(profiles or recommendations))
+        disagreeing = characterization(folders, Path(output or folders[0]),
+                                       bool(profiles or recommendations))
     elif not (diagnoses or profiles or recommendations) \
             or any(Path(folders[0]).rglob("mlperf_log_detail.txt")):
-        percentile_table(folders[0])
+        disagreeing = percentile_table(folders[0])
     for record in diagnoses:  # run.py diagnose's folders: their tables (and in the report)
         tables.print_diagnosis(console, record)
     tables.print_agreement(console, diagnoses)
     profile_section.print_profiles(console, profiles)  # run.py profile's, likewise
     recommend_section.print_recommendations(console, recommendations)  # run.py recommend's
+    return disagreeing
 
 
-def characterization(folders: list[str], output: Path, profiles: bool = False) -> None:
+def characterization(folders: list[str], output: Path, profiles: bool = False) -> int:
     """Write the characterization report of ``folders`` into ``output`` and print its tables
-    (``profiles``: the folders hold profiles or recommendations, a report of their own)."""
+    (``profiles``: the folders hold profiles or recommendations, a report of their own); how
+    many runs' results.json disagree with their LoadGen logs."""
     if importlib.util.find_spec("matplotlib") is None:  # the lean Raspberry Pi install
         raise UserError("the characterization report draws its figures with matplotlib, which is "
                         "not installed: pip install 'quantmark[data]', or copy the folders to a "
@@ -116,10 +124,12 @@ def characterization(folders: list[str], output: Path, profiles: bool = False) -
     names = ", ".join(p.name for p in written.files if p.parent == output)
     console.print(f"written to {escape(str(output))}: {names} and "
                   f"{sum(p.suffix == '.png' for p in written.files)} figures")
+    return len(study.disagreements)
 
 
-def percentile_table(folder: str) -> None:
-    """Write (CSV, Markdown) and print the percentile table of every run under ``folder``."""
+def percentile_table(folder: str) -> int:
+    """Write (CSV, Markdown) and print the percentile table of every run under ``folder``; how
+    many runs' results.json disagree with their LoadGen logs."""
     # scipy: see the module's docstring
     from quantmark.report.console_reports import print_percentiles
     from quantmark.report.run_table import write_report
@@ -128,3 +138,4 @@ def percentile_table(folder: str) -> None:
     if not rows:
         raise UserError(f"no LoadGen runs (mlperf_log_detail.txt) under {folder}")
     print_percentiles(console, folder, rows, csv_path, md_path)
+    return sum(bool(row.disagrees) for row in rows)

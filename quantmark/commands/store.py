@@ -3,8 +3,10 @@ folders already on disk, and say what it holds.
 
 Import is idempotent: a record file already in the store (same bytes) adds nothing, so
 running it twice says "0 jobs recorded (0 records), N already there" the second time. Every
-folder is checked before anything is recorded: a typo in the last one records nothing.
-SQLAlchemy is imported when a sub-verb runs."""
+folder is checked before anything is recorded: a typo in the last one records nothing. A run
+whose results.json disagrees with LoadGen's logs beside it, or that would join a repeat set the
+store holds with other content, is refused in one line naming what differs (exit 1); a run that
+joins a job recorded before is counted as such. SQLAlchemy is imported when a sub-verb runs."""
 
 from __future__ import annotations
 
@@ -63,9 +65,12 @@ def main(args: argparse.Namespace) -> int:
 
 def import_files(store: Store, files: list[tuple[Path, str | None]],
                  tags: tuple[str, ...] = ()) -> int:
-    """Record every record file (with its sweep cell id); 1 when a record could not be read
-    (left out and named), else 0."""
+    """Record every record file (with its sweep cell id); 1 when a record was left out
+    (unreadable) or refused (not what LoadGen's logs say, or a changed copy of a stored set),
+    each named in one line, else 0."""
     from quantmark.ground.records import UnreadableRecord
+    from quantmark.report.logged_run import LogMismatch
+    from quantmark.store.job_conflicts import StoreConflict
 
     outcomes: Counter[str] = Counter()
     for path, cell in files:
@@ -74,13 +79,27 @@ def import_files(store: Store, files: list[tuple[Path, str | None]],
         except UnreadableRecord as exc:
             console.print(f"[yellow]left out: {escape(str(exc))}[/]", soft_wrap=True)
             outcomes["unreadable"] += 1
-    jobs, joined = outcomes["new job"], outcomes["added"]
-    line = (f"{jobs} {'job' if jobs == 1 else 'jobs'} recorded ({jobs + joined} records), "
-            f"{outcomes['there']} already there")
+        except (LogMismatch, StoreConflict) as exc:
+            console.print(f"[bold red]refused: {escape(str(exc))}[/]", soft_wrap=True)
+            outcomes["refused"] += 1
+    console.print(f"{counts_line(outcomes)} in {escape(store.where)}", soft_wrap=True)
+    return 1 if outcomes["unreadable"] or outcomes["refused"] else 0
+
+
+def counts_line(outcomes: Counter[str]) -> str:
+    """What an import did, every count true: new jobs with their records, runs that joined
+    jobs recorded before, records already there, and those left out or refused."""
+    jobs, joined = outcomes["new job"], outcomes["joined"]
+    line = (f"{jobs} {'job' if jobs == 1 else 'jobs'} recorded "
+            f"({jobs + outcomes['added']} records)")
+    if joined:
+        line += f", {joined} {'run' if joined == 1 else 'runs'} added to jobs recorded before"
+    line += f", {outcomes['there']} already there"
     if outcomes["unreadable"]:
         line += f", {outcomes['unreadable']} unreadable (left out)"
-    console.print(f"{line} in {escape(store.where)}", soft_wrap=True)
-    return 1 if outcomes["unreadable"] else 0
+    if outcomes["refused"]:
+        line += f", {outcomes['refused']} refused"
+    return line
 
 
 def _date(epoch_s: float | None) -> str:

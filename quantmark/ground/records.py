@@ -288,7 +288,7 @@ class RecommendationRecord(Record):
     KIND: ClassVar[str] = "recommendation"
     model: str
     scenario: str
-    verdict: str  # winner | tied | undecided | infeasible
+    verdict: str  # winner | tied | undecided | infeasible | cannot tell
     objective: str
     higher_is_better: bool
     limits: dict[str, Any] = field(default_factory=dict)
@@ -307,6 +307,9 @@ class RecommendationRecord(Record):
     # the task of the runs it judged (name, metric), as their results.json name it; None in
     # records written before tasks, which were all classification's
     task: dict[str, Any] | None = None
+    # candidates that might beat the answer but whose limits the evidence cannot judge: key ->
+    # a line per such limit (its figure, interval, and what would tell it)
+    cannot_tell: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

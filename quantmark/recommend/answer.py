@@ -73,7 +73,7 @@ def _accuracy(evidence: Evidence) -> dict[str, Any] | None:
             else "-")
     return {found.metric: _finite(found.figure), "change_points": change, "low": low, "high": high,
             "reference": found.reference, "model_size_mb": _finite(found.model_size_mb),
-            "seconds": found.seconds, "why": found.why, "text": text}
+            "seconds": found.seconds, "why": found.why, "text": text, "units": found.units}
 
 
 def executed_precision(runs: list[Measurement]) -> str:
@@ -146,7 +146,7 @@ def build_record(outcome: Outcome, *, model: str, scenario: str,
                 "budget_s": outcome.budget_s, "notes": list(outcome.notes)},
         config=config, machine=fingerprint.machine(),
         times={"started_at": started, "ended_at": time.time()},
-        task=task or None)
+        task=task or None, cannot_tell=dict(outcome.cannot_tell_why))
 
 
 def plotted(record: dict[str, Any]) -> dict[str, Any]:

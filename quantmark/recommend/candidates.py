@@ -142,6 +142,10 @@ class AccuracyResult:
     seconds: float = 0.0
     why: str = ""  # a failed accuracy run's one line (then the numbers are NaN)
     metric: str = "top1"  # the key of the task's metric (a journal of before tasks: top-1)
+    units: int = 0  # the independent units the change's interval rests on (0: not recorded)
+    #: False where those units are too few for the interval to hold (clustered crops of fewer
+    #: than ``report.stats.MIN_VERDICT_GROUPS`` sources): no limit is judged on it
+    decides: bool = True
 
     @property
     def figure(self) -> float:
@@ -240,7 +244,9 @@ class Outcome:
       no pick);
     * ``undecided``: the budget ran out before the leaders could be told apart; as ``tied``;
     * ``infeasible``: no candidate meets the limits: ``binding`` names the limit that excludes
-      most, ``closest`` the candidate nearest to meeting them all.
+      most, ``closest`` the candidate nearest to meeting them all;
+    * ``cannot tell``: none is known to meet the limits, and ``cannot_tell`` names those whose
+      evidence cannot judge a limit (none known to break one): nothing is recommended.
     """
 
     verdict: str
@@ -257,6 +263,9 @@ class Outcome:
     spent_s: float = 0.0
     budget_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: candidates that might beat the answer but whose limits the evidence cannot judge
+    cannot_tell: list[Evidence] = field(default_factory=list)
+    cannot_tell_why: dict[str, list[str]] = field(default_factory=dict)  # key -> its lines
 
 
 @contextmanager
@@ -322,9 +331,11 @@ class SearchConfig:
                             "nothing could ever be dropped")
         if not 0.5 <= self.confidence < 1:
             raise UserError(f"confidence {self.confidence} must lie in [0.5, 1)")
-        if not self.budget_s > 0 or not self.run_seconds > 0 or self.accuracy_seconds < 0 \
-                or self.start_s < 0:
-            raise UserError("the budget and the seconds per run must be positive")
+        if not all(math.isfinite(value) for value in (self.budget_s, self.run_seconds,
+                                                       self.accuracy_seconds, self.start_s)) \
+                or not self.budget_s > 0 or not self.run_seconds > 0 \
+                or self.accuracy_seconds < 0 or self.start_s < 0:
+            raise UserError("the budget and the seconds per run must be positive and finite")
         if not self.settings_spread >= 1:
             raise UserError(f"settings_spread {self.settings_spread} must be at least 1 (a "
                             "factor the settings may move a SUT's speed by)")

@@ -13,9 +13,14 @@ The rules, which ``search`` and ``brute_force`` share:
   them, unless the run-to-run noise is pooled across candidates (``pooling``): then a
   candidate with 1+ quiet runs has an interval on the pooled spread, which may drop it, make
   it the leader, and judges it in the verdict alike.
-* A candidate meets a limit by its figure (the point); it is dropped for a limit only when its
-  whole interval lies beyond it (accuracy: the paired interval of its change; model size: the
-  artifact's size, a single number).
+* A limit is judged by the interval, never by the point alone (``limit_state``): met when the
+  whole interval lies within it, broken when the whole interval lies beyond it, else "cannot
+  tell" on this evidence (accuracy: the paired interval of its change, on the set's
+  independent units; model size: the artifact's size, a single number; a run-measured limit
+  needs ``min_runs`` quiet runs, or the pool, before it is met or broken). A candidate is
+  recommended, or leads, only when it meets every limit; one broken is dropped; one that
+  cannot be told against a limit measured once (accuracy, size) stops racing, since more runs
+  cannot tell it, and the answer lists it with what would (``report.resolving``).
 * It is dropped on the objective only when its interval is wholly worse than the leader's: the
   best candidate meeting every limit, itself with ``min_runs`` undisturbed VALID runs (or 1+
   with a pooled interval).
@@ -32,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from quantmark.recommend.candidates import Evidence, Excluded, Measurement, Outcome
+from quantmark.recommend.candidates import Evidence, Measurement
 from quantmark.recommend.pooling import Pool, metric_values, pool, pooled_interval, quiet_runs
 from quantmark.report.stats import CONFIDENCE, Interval, figure_interval, t_interval
 
@@ -48,7 +53,10 @@ OBJECTIVE_DROP = "clearly "
 #: figure breaks one can never meet it, so it stops racing (its runs would decide nothing),
 #: though its interval may reach inside (it is then not excluded *by* the limit's interval)
 MEASURED_ONCE = ("max_accuracy_drop", "max_model_size_mb")
-OUT_OF_REACH = "stopped racing: cannot meet"
+#: the start of the ``dropped`` reason of a candidate a once-measured limit cannot judge
+UNDECIDABLE = "stopped racing: cannot tell"
+#: a limit's state on a candidate's evidence (``limit_state``)
+MET, BROKEN, CANNOT_TELL = "met", "broken", "cannot tell"
 #: the ``Measurement`` field behind a run-measured limit
 LIMIT_METRICS = {"latency_ms": "latency_ms", "min_throughput": "samples_per_s",
                  "max_memory_mb": "memory_mb"}
@@ -146,23 +154,73 @@ def span(evidence: Evidence, limit: str, config: SearchConfig, pools: Pools | No
         return None if size is None else Span(size, size, size, True)
     if not all(math.isfinite(x) for x in (accuracy.change_points, accuracy.low, accuracy.high)):
         return None
-    # a drop in points: the change's interval turned around
-    return Span(0.0 - accuracy.change_points, 0.0 - accuracy.high, 0.0 - accuracy.low, True)
+    # a drop in points: the change's interval turned around; one resting on too few
+    # independent units judges no limit
+    return Span(0.0 - accuracy.change_points, 0.0 - accuracy.high, 0.0 - accuracy.low,
+                accuracy.decides)
+
+
+def limit_state(found: Span | None, limit: str, bound: float) -> str | None:
+    """``MET`` when the whole interval lies within ``bound``, ``BROKEN`` when it lies wholly
+    beyond (a figure that may drop: enough quiet runs, the pool, or measured once), else
+    ``CANNOT_TELL``; None while unmeasured."""
+    if found is None:
+        return None
+    near, far = ((found.low, found.high) if LIMIT_SIGNS[limit] > 0
+                 else (found.high, found.low))
+    if not found.can_drop:
+        return CANNOT_TELL
+    if margin(far, limit, bound) <= 0:
+        return MET
+    return BROKEN if margin(near, limit, bound) > 0 else CANNOT_TELL
+
+
+def undecided_limits(evidence: Evidence, config: SearchConfig, pools: Pools | None = None
+                     ) -> dict[str, Span]:
+    """The limits the candidate's evidence cannot judge (its interval holds the bound)."""
+    found = {}
+    for limit, bound in set_limits(config).items():
+        own = span(evidence, limit, config, pools)
+        if limit_state(own, limit, bound) == CANNOT_TELL:
+            found[limit] = own  # type: ignore[assignment]
+    return found
+
+
+def broken_limits(evidence: Evidence, config: SearchConfig, pools: Pools | None = None
+                  ) -> list[str]:
+    """The limits the candidate's evidence shows broken."""
+    return [limit for limit, bound in set_limits(config).items()
+            if limit_state(span(evidence, limit, config, pools), limit, bound) == BROKEN]
+
+
+def what_would_tell(evidence: Evidence, limit: str, bound: float, found: Span) -> str:
+    """How the evidence could judge ``limit``: a larger set (accuracy), more runs (a
+    run-measured limit), or nothing (a size is one number)."""
+    from quantmark.report.resolving import decide_text, resolving_text
+    from quantmark.report.stats import MIN_VERDICT_GROUPS
+
+    accuracy = evidence.accuracy
+    if limit == "max_accuracy_drop" and accuracy is not None and not accuracy.decides:
+        return (f"its interval rests on {accuracy.units} independent sources, too few for it "
+                f"to hold (a verdict needs {MIN_VERDICT_GROUPS} or more): a set of "
+                f"{MIN_VERDICT_GROUPS}+ independent images or sources would tell it")
+    if limit == "max_accuracy_drop" and accuracy is not None and accuracy.units:
+        return (f"{resolving_text(found.low, found.high, accuracy.units)}; "
+                + decide_text(found.point, found.low, found.high, accuracy.units, bound))
+    if limit == "max_accuracy_drop":
+        return "a larger evaluation set would"
+    return "more runs would narrow its interval"
 
 
 def uncertain_limits(evidence: Evidence, config: SearchConfig, pools: Pools | None = None
                      ) -> list[str]:
-    """The limits the candidate meets by its figure while its interval reaches beyond them:
-    the answer says so rather than claim them met for certain."""
-    found = []
-    for limit, bound in set_limits(config).items():
-        own = span(evidence, limit, config, pools)
-        far = None if own is None else (own.high if LIMIT_SIGNS[limit] > 0 else own.low)
-        if own is not None and margin(own.point, limit, bound) <= 0 < margin(far, limit, bound):
-            found.append(f"{evidence.candidate.key} meets {limit} {bound:g} by its figure "
-                         f"{own.point:.4g}, but its interval [{own.low:.4g}, {own.high:.4g}] "
-                         "reaches beyond it")
-    return found
+    """One line per limit the candidate's evidence cannot judge: its figure, its interval
+    and what would tell it."""
+    bounds = set_limits(config)
+    return [f"{evidence.candidate.key}: cannot tell whether it meets {limit} {bounds[limit]:g}: "
+            f"{own.point:.4g} [{own.low:.4g}, {own.high:.4g}] holds the limit; "
+            + what_would_tell(evidence, limit, bounds[limit], own)
+            for limit, own in undecided_limits(evidence, config, pools).items()]
 
 
 def margin(value: float, limit: str, bound: float) -> float:
@@ -176,18 +234,18 @@ def set_limits(config: SearchConfig) -> dict[str, float]:
 
 
 def meets(evidence: Evidence, config: SearchConfig, pools: Pools | None = None) -> bool:
-    """Meets every limit by its figures, and has an objective figure. An unknown accuracy
-    (not measured, or its run failed) does not meet an accuracy limit; an unmeasured memory
-    figure is not judged."""
+    """Meets every limit by its intervals (``limit_state``), and has an objective figure. An
+    unknown accuracy (not measured, or its run failed) does not meet an accuracy limit; an
+    unmeasured memory figure is not judged."""
     if figure(evidence, config.objective, config, pools) is None:
         return False
     for limit, bound in set_limits(config).items():
         found = span(evidence, limit, config, pools)
         if found is None:
-            if limit in ("max_accuracy_drop", "max_model_size_mb"):
+            if limit in MEASURED_ONCE:
                 return False
             continue
-        if margin(found.point, limit, bound) > 0:
+        if limit_state(found, limit, bound) != MET:
             return False
     return True
 
@@ -210,15 +268,15 @@ def limit_drop(evidence: Evidence, config: SearchConfig, pools: Pools | None = N
         return f"its accuracy run failed: {accuracy.why}"
     for limit, bound in set_limits(config).items():
         found = span(evidence, limit, config, pools)
-        if found is not None and found.can_drop and margin(found.low if LIMIT_SIGNS[limit] > 0
-                                                           else found.high, limit, bound) > 0:
-            return (f"breaks {limit} {bound:g}: {found.point:.4g} "
-                    f"[{found.low:.4g}, {found.high:.4g}]")
-        if found is not None and limit in MEASURED_ONCE and margin(found.point, limit,
-                                                                   bound) > 0:
-            return (f"{OUT_OF_REACH} {limit} {bound:g}: its figure {found.point:.4g} (its "
-                    f"interval [{found.low:.4g}, {found.high:.4g}] reaches inside) is measured "
-                    "once, and more runs cannot change it")
+        state = limit_state(found, limit, bound)
+        if found is None or state == MET:
+            continue
+        figures = f"{found.point:.4g} [{found.low:.4g}, {found.high:.4g}]"
+        if state == BROKEN:
+            return f"breaks {limit} {bound:g}: {figures}"
+        if limit in MEASURED_ONCE:
+            return (f"{UNDECIDABLE} whether it meets {limit} {bound:g}: {figures} holds the "
+                    "limit, and is measured once (more runs cannot tell it)")
     if len(evidence.runs) >= config.min_runs and not valid_runs(evidence):
         why = next((run.why for run in reversed(evidence.runs) if run.why), "")
         return f"no VALID run in {len(evidence.runs)}" + (f" ({why})" if why else "")
@@ -273,122 +331,3 @@ def ranked(evidence: Sequence[Evidence], config: SearchConfig, pools: Pools | No
     sign = -1.0 if config.higher_is_better else 1.0
     return sorted(found, key=lambda item: sign * figure(item, config.objective, config,
                                                         pools).point)
-
-
-def verdict(evidence: Sequence[Evidence], config: SearchConfig, out_of_budget: bool
-            ) -> Outcome:
-    """The answer from the evidence: winner, tied, undecided or infeasible (see ``Outcome``),
-    with each limit's cost. ``out_of_budget``: the search stopped for its budget."""
-    pools = pools_of(evidence, config)
-    pool = ranked(evidence, config, pools)
-    outcome = Outcome(verdict="infeasible", objective=config.objective,
-                      higher_is_better=config.higher_is_better, limits=config.limits,
-                      recommended=None, tied=[], excluded=[], evidence=list(evidence),
-                      budget_s=config.budget_s)
-    unjudged = _unjudged(evidence, config, pools)
-    if not pool and out_of_budget and unjudged:  # none known to fit, none known not to
-        outcome.verdict, outcome.tied = "undecided", unjudged
-    elif not pool:
-        outcome.binding, outcome.closest = binding(evidence, config), closest(evidence, config)
-    else:
-        best = figure(pool[0], config.objective, config, pools)
-        rivals = [item for item in pool[1:] if _rival(item, best, config, pools)]
-        if not rivals:
-            outcome.verdict, outcome.recommended = "winner", pool[0]
-        else:
-            outcome.verdict = "undecided" if out_of_budget else "tied"
-            outcome.tied = [pool[0], *rivals]
-    reference = outcome.recommended or (outcome.tied[0] if outcome.tied else None)
-    outcome.excluded = excluded(evidence, config, reference)
-    return outcome
-
-
-def _unjudged(evidence: Sequence[Evidence], config: SearchConfig, pools: Pools
-              ) -> list[Evidence]:
-    """Racing candidates with a figure whose accuracy (under an accuracy or size limit) the
-    budget never reached: whether they meet the limits is unknown. Best figure first."""
-    if config.accuracy_round != 2:
-        return []
-    found = [item for item in evidence if not item.dropped and item.accuracy is None
-             and figure(item, config.objective, config, pools) is not None]
-    sign = -1.0 if config.higher_is_better else 1.0
-    return sorted(found, key=lambda item: sign * figure(item, config.objective, config,
-                                                        pools).point)
-
-
-def _rival(item: Evidence, best: Interval, config: SearchConfig, pools: Pools) -> bool:
-    """Not clearly worse than ``best`` by the intervals the search judged with. A candidate
-    the search dropped as clearly worse than a leader is no rival: that was the judgment (a
-    leader's own ``min_runs`` interval, on t with 2 degrees of freedom, may be wider later
-    than the pooled one that dropped it); nor is one dropped without an interval."""
-    found = figure(item, config.objective, config, pools)
-    if found is None or item.dropped.startswith(OBJECTIVE_DROP) or (
-            item.dropped and found.low is None):
-        return False
-    return best.low is None or not clearly_worse(found, best, config.higher_is_better)
-
-
-def _breaking(evidence: Sequence[Evidence], limit: str, bound: float, config: SearchConfig
-              ) -> list[tuple[Evidence, Span]]:
-    """The candidates whose figure breaks ``limit``."""
-    found = [(item, span(item, limit, config)) for item in evidence]
-    return [(item, s) for item, s in found if s is not None and margin(s.point, limit, bound) > 0]
-
-
-def excluded(evidence: Sequence[Evidence], config: SearchConfig, reference: Evidence | None
-             ) -> list[Excluded]:
-    """For each limit, the best candidate (on the objective) it excluded, by how much, and
-    how much better than ``reference`` (the recommendation) it was: the limit's cost."""
-    sign = -1.0 if config.higher_is_better else 1.0
-    base = figure(reference, config.objective, config) if reference is not None else None
-    found = []
-    for limit, bound in set_limits(config).items():
-        breaking = _breaking(evidence, limit, bound, config)
-        if not breaking:
-            continue
-        item, own_span = min(breaking, key=lambda pair: _objective_order(pair, sign, config))
-        own = figure(item, config.objective, config)
-        ratio = None
-        if own is not None and base is not None:
-            ratio = own.point / base.point if config.higher_is_better else base.point / own.point
-        found.append(Excluded(limit, item, own_span.point, bound,
-                              margin(own_span.point, limit, bound), ratio))
-    return found
-
-
-def _objective_order(pair: tuple[Evidence, Span], sign: float, config: SearchConfig
-                     ) -> tuple[bool, float]:
-    """Best objective figure first; the unmeasured last."""
-    own = figure(pair[0], config.objective, config)
-    return own is None, sign * own.point if own is not None else 0.0
-
-
-def binding(evidence: Sequence[Evidence], config: SearchConfig) -> str:
-    """The limit that excludes the most candidates ("" when none is set or none breaks);
-    of two excluding as many, the first in ``LIMIT_SIGNS``'s order."""
-    counts = {limit: len(_breaking(evidence, limit, bound, config))
-              for limit, bound in set_limits(config).items()}
-    counts = {limit: n for limit, n in counts.items() if n}
-    return max(counts, key=counts.__getitem__) if counts else ""
-
-
-def shortfall(evidence: Evidence, config: SearchConfig) -> float | None:
-    """How far the candidate is from meeting every limit: the sum of its margins beyond
-    them, each relative to its bound (accuracy: in points); None while unmeasured."""
-    if figure(evidence, config.objective, config) is None:
-        return None
-    total = 0.0
-    for limit, bound in set_limits(config).items():
-        found = span(evidence, limit, config)
-        if found is None:
-            continue
-        scale = max(abs(bound), 1.0) if limit == "max_accuracy_drop" else abs(bound) or 1.0
-        total += max(0.0, margin(found.point, limit, bound)) / scale
-    return total
-
-
-def closest(evidence: Sequence[Evidence], config: SearchConfig) -> Evidence | None:
-    """The measured candidate nearest to meeting every limit."""
-    scored = [(shortfall(item, config), index, item) for index, item in enumerate(evidence)]
-    scored = [entry for entry in scored if entry[0] is not None]
-    return min(scored, key=lambda entry: entry[:2])[2] if scored else None

@@ -170,8 +170,10 @@ class LoadGenMeasurer:
             return replace(failed_accuracy(f"no sample in common with {name}'s accuracy run "
                                            "(another dataset?)", name, own.size_mb),
                            top1=own.figure, metric=own.metric.key)
+        itself = own.run_dir == base.run_dir  # the reference: no change, by definition
         return AccuracyResult(own.figure, change.delta_points, change.low, change.high, name,
-                              own.size_mb, metric=own.metric.key)
+                              own.size_mb, metric=own.metric.key, units=change.n_groups,
+                              decides=itself or not getattr(change, "too_few_groups", False))
 
     def reference(self) -> tuple[str, AccuracyRun] | None:
         """(SUT, its accuracy run) of the FP32 best in the task's metric, each FP32 run once;

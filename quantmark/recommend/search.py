@@ -9,6 +9,10 @@ own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across 
 
 * Round 1 measures each SUT's base candidate once, in the space's order; the SUT's other
   settings wait behind it (``staging``) and join the race once the base is near the leader.
+  A candidate's first run keeps nothing back for the answer's accuracy: racing every SUT
+  asked for comes first, and a budget that cannot hold one run of each base (each at
+  ``run_seconds`` plus ``start_s``, the start a first run pays: framework, conversion,
+  warm-up) is refused before any run, with the minimum it needs.
 * From round 2 on, the best point estimate is measured first: the pool forms among the
   contenders, and the hopeless are dropped before they cost another run.
 * Accuracy (and model size) is measured once per artifact, just before a candidate's run of
@@ -22,8 +26,10 @@ own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across 
 
 The search stops when one candidate meeting the limits is left, at ``max_rounds``, or when
 the next measurement would overrun the budget (each is checked against it, so the measured
-time never exceeds it when runs take what they took before); then ``judging.verdict`` gives
-the answer.
+time never exceeds it when runs take what they took before); then ``verdicts.verdict`` gives
+the answer. A candidate is never recommended over one it was not raced against: when the
+budget ended before a base (or a released setting) had its first run, the answer is
+"undecided", naming those not raced beside the leaders (``_unraced``).
 
 ``sweep_check.brute_force`` judges a full sweep by the same rules (no drops): the check of the
 search.
@@ -32,12 +38,13 @@ search.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from quantmark.ground.errors import UserError
-from quantmark.recommend import judging, mixed_points, search_notes
+from quantmark.recommend import judging, mixed_points, search_notes, verdicts
 from quantmark.recommend.candidates import Candidate, Evidence, Measurer, Outcome, SearchConfig
 from quantmark.recommend.race import Race
 
@@ -59,7 +66,7 @@ def search(candidates: Sequence[Candidate], measurer: Measurer, config: SearchCo
     counts toward the budget. ``checkpoint``: called with every candidate's evidence after
     each measurement and each round, to be saved (Ctrl-C loses nothing)."""
     race = Race.start(candidates, config, resume)
-    _check_budget(race)
+    _check_budget(race, measurer)
     if race.done_runs:
         _rejudge(race)
     first = 1 + min((len(item.runs) for item in race.active()), default=0)
@@ -73,29 +80,56 @@ def search(candidates: Sequence[Candidate], measurer: Measurer, config: SearchCo
             break
         if _settled(race):
             break
-    outcome = judging.verdict(race.evidence, config, out_of_budget)
+    outcome = verdicts.verdict(race.evidence, config, out_of_budget)
+    unraced = _unraced(race)
+    if unraced:
+        _undecided_without(outcome, unraced)
     outcome.rounds, outcome.spent_s = race.last_round, race.spent_s
-    outcome.notes = [*search_notes.notes(race, out_of_budget, outcome),
+    outcome.notes = [*search_notes.notes(race, out_of_budget, outcome, unraced),
                      *mixed_points.notes(measurer)]
     return outcome
 
 
-def _check_budget(race: Race) -> None:
+def _check_budget(race: Race, measurer: Measurer) -> None:
     """A fresh search must afford what it needs before it can decide anything: one run of
-    each SUT's base candidate and, under an accuracy or size limit, the accuracy runs of
-    the fastest few (round 2 measures them first). Less decides nothing: one line."""
+    each SUT's base candidate (its duration and the start a first run pays) and, under an
+    accuracy or size limit, the accuracy runs of the fastest few (round 2 measures them
+    first: the first with the FP32 references the measurer says are due, each run at the
+    configured guess). Less decides nothing: one line with the minimum."""
     if race.spent_s > 0:
         return
-    bases = race.active()
-    accuracies = min(3, len(bases)) if race.config.accuracy_round == 2 else 0
-    need = sum(race.run_estimate(item) for item in bases)
-    need += accuracies * race.config.accuracy_seconds  # nothing measured: the guess
+    config, bases = race.config, race.active()
+    runs = sum(race.run_estimate(item) for item in bases)
+    accuracies = min(3, len(bases)) if config.accuracy_round == 2 else 0
+    need = runs
+    if accuracies:
+        first = min(race.accuracy_cost(measurer, item) for item in bases)
+        need += first + (accuracies - 1) * config.accuracy_seconds
     if not race.affordable(need):
-        extra = f" and the accuracy of the fastest {accuracies}" if accuracies else ""
+        extra = (f" and the accuracy of the fastest {accuracies} (~{(need - runs) / 60:.1f} "
+                 "min)" if accuracies else "")
+        least = math.ceil(need / 6) / 10  # minutes, rounded up to a tenth
         raise UserError(
-            f"a budget of {race.config.budget_s / 60:.1f} min cannot measure the "
-            f"{len(bases)} SUTs' base candidates once each{extra} (~{need / 60:.1f} min); "
-            "raise --budget or narrow the space (--suts, --batch-sizes, --settings)")
+            f"--budget {round(config.budget_s / 60, 2):g} min cannot race the {len(bases)} "
+            f"SUTs' base candidates once each ({len(bases)} runs of "
+            f"~{runs / max(len(bases), 1):.0f} s with their start){extra}: it needs at least "
+            f"{least:g} min; raise --budget to {least:g} or more, or narrow the space "
+            "(--suts, --batch-sizes, --settings)")
+
+
+def _unraced(race: Race) -> list[Evidence]:
+    """Candidates still racing that never had a run and are not held behind a measured
+    base: SUTs' bases, and settings released to race, that the budget never reached."""
+    return [item for item in race.racing() if not item.runs and not race.staging.held(item)]
+
+
+def _undecided_without(outcome: Outcome, unraced: list[Evidence]) -> None:
+    """No answer among candidates not raced against ``unraced``: the verdict becomes
+    "undecided", its candidates the leaders so far (none when none met the limits) and the
+    unraced, whose figures are unknown."""
+    leaders = [outcome.recommended] if outcome.recommended else list(outcome.tied)
+    outcome.verdict, outcome.recommended = "undecided", None
+    outcome.tied = [*leaders, *unraced]
 
 
 def _rejudge(race: Race) -> None:
@@ -148,7 +182,7 @@ def _run_round(race: Race, measurer: Measurer, round_: int, on_progress: Progres
     budget stopped it."""
     _judge(race, round_)
     while (item := _next(race, round_)) is not None:
-        if race.needs_accuracy(item):
+        if race.needs_accuracy(item) and _accuracy_fits(race, measurer, item):
             if not race.affordable(race.accuracy_cost(measurer, item)
                                    + race.run_estimate(item)):
                 return _last_accuracy(race, measurer, round_)
@@ -156,7 +190,11 @@ def _run_round(race: Race, measurer: Measurer, round_: int, on_progress: Progres
             _judge(race, round_)
             if item.dropped:
                 continue
-        best, reserve = race.answer_reserve(measurer)
+        # a candidate's first run comes before the answer's accuracy: every SUT asked for is
+        # raced before the budget keeps anything back
+        reserve = race.answer_reserve(measurer)[1] if item.runs else 0.0
+        if not race.affordable(reserve):  # it can no longer be measured: runs use the rest
+            reserve = 0.0
         if not race.affordable(race.run_estimate(item) + reserve):
             return _last_accuracy(race, measurer, round_)
         started = time.monotonic()
@@ -175,6 +213,15 @@ def _run_round(race: Race, measurer: Measurer, round_: int, on_progress: Progres
         if _settled(race):
             return "settled"
     return "done"
+
+
+def _accuracy_fits(race: Race, measurer: Measurer, item: Evidence) -> bool:
+    """Whether a due accuracy is still to be measured: always under an accuracy or size
+    limit (it decides); else (it is for the answer) only while the rest of the budget holds
+    it: one that never can no longer stops the runs, which use the rest."""
+    if race.config.accuracy_round == 2:
+        return True
+    return race.affordable(race.accuracy_cost(measurer, item))
 
 
 def _last_accuracy(race: Race, measurer: Measurer, round_: int) -> str:

@@ -5,34 +5,40 @@ INVALID and disturbed runs. Kept apart from ``search`` (the race) for its size o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from quantmark.recommend import judging
-from quantmark.recommend.candidates import Outcome
+from quantmark.recommend.candidates import Evidence, Outcome
 from quantmark.recommend.staging import NOT_MEASURED
 
 if TYPE_CHECKING:
     from quantmark.recommend.race import Race
 
 
-def notes(race: Race, out_of_budget: bool, outcome: Outcome) -> list[str]:
-    """Why it stopped, what it assumed (pooled noise, staged settings, accuracy only where
-    it decides), and each candidate's INVALID and disturbed runs."""
+def notes(race: Race, out_of_budget: bool, outcome: Outcome,
+          unraced: Sequence[Evidence] = ()) -> list[str]:
+    """Why it stopped, which candidates it never raced, what it assumed (pooled noise,
+    staged settings, accuracy only where it decides), and each candidate's INVALID and
+    disturbed runs."""
     config = race.config
     notes = [f"stopped after round {outcome.rounds}: "
              + (f"the budget ({config.budget_s:.0f} s) would not cover the next runs; "
                 f"{race.spent_s:.0f} s spent" if out_of_budget
                 else f"{race.spent_s:.0f} s of {config.budget_s:.0f} s spent")]
-    unreached = [item for item in race.racing() if not item.runs]
-    if unreached:
-        by_sut = Counter(item.candidate.sut for item in unreached)
-        notes.append(f"{len(unreached)} candidates still racing were never measured ("
+    if unraced:
+        notes.append("not raced (the budget ended before their first run): "
+                     + ", ".join(item.candidate.key for item in unraced)
+                     + "; nothing is recommended over candidates it never measured; a larger "
+                       "--budget continues with them")
+    waiting = [item for item in race.racing() if not item.runs and item not in unraced]
+    if waiting:
+        by_sut = Counter(item.candidate.sut for item in waiting)
+        notes.append(f"{len(waiting)} candidates still racing were never measured ("
                      + ", ".join(f"{sut}: {count}" for sut, count in by_sut.items())
                      + "): the answer is among those measured; a larger --budget continues "
                        "with them")
     pools = judging.pools_of(race.evidence, config)
-    for item in ([outcome.recommended] if outcome.recommended else outcome.tied):
-        notes += judging.uncertain_limits(item, config, pools)
     notes += assumptions(race, pools)
     for item in race.evidence:
         invalid = sum(not run.valid for run in item.runs)
@@ -68,7 +74,8 @@ def assumptions(race: Race, pools: judging.Pools) -> list[str]:
                f"the limits, at round {config.min_runs} for every contender"
                if config.accuracy_round == 2 else
                f"accuracy is measured for the contenders reaching round {config.min_runs}, "
-               "and for the best by point when the budget ends the rounds first")
+               "and for the best by point when the budget ends the rounds first, where the "
+               "budget holds it")
         notes.append(f"{len(unmeasured)} measured candidates have no accuracy result ({why}); "
                      "the Pareto figure leaves them out")
     return notes

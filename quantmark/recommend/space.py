@@ -86,7 +86,7 @@ def space(scenario: str, model: str, suts: Sequence[str] | str | None = None,
         for batch in batches:
             for variant in option_variants(info, scenario, batch, options):
                 out.extend(Candidate(info.name, batch, count, variant) for count in thread_counts)
-    log.info("recommend space: %d candidates (%d SUTs x batches %s x threads %s x options)",
+    log.debug("recommend space: %d candidates (%d SUTs x batches %s x threads %s x options)",
              len(out), len(infos), list(batches), list(thread_counts))
     return out
 
@@ -124,7 +124,7 @@ def chosen_suts(names: Sequence[str] | str | None) -> list[SutInfo]:
     return chosen
 
 
-def _whole_numbers(raw: Sequence[int] | str, flag: str, least: int) -> list[int]:
+def _whole_numbers(raw: Sequence[int] | str, flag: str, least: int, example: str) -> list[int]:
     """Distinct whole numbers >= ``least``, in the order given; else one line."""
     values = []
     for item in _items(raw):
@@ -134,7 +134,7 @@ def _whole_numbers(raw: Sequence[int] | str, flag: str, least: int) -> list[int]
             value = least - 1
         if value < least:
             raise UserError(f"{flag} {item!r}: give whole numbers of at least {least}, "
-                            f"e.g. {flag} {least},{least + 8}")
+                            f"e.g. {flag} {example}")
         values.append(value)
     if not values:
         raise UserError(f"{flag}: the list is empty")
@@ -147,7 +147,7 @@ def chosen_batches(scenario: str, model: str,
     given batch a built-in model cannot fill, or memory cannot hold, is one line now."""
     if given is None:
         return DEFAULT_BATCHES[scenario]
-    batches = _whole_numbers(given, "--batch-sizes", 1)
+    batches = _whole_numbers(given, "--batch-sizes", 1, "1,8,32")
     if scenario == "SingleStream" and batches != [1]:
         raise UserError(f"--batch-sizes {','.join(map(str, batches))} with SingleStream: it "
                         "issues one sample per query, so it runs batch 1 only; drop "
@@ -165,7 +165,7 @@ def chosen_threads(given: Sequence[int] | str | None) -> tuple[int, ...]:
     """The intra-op thread counts: those given (0: the framework's default), else the
     default and the usable core count where it can differ from the default."""
     if given is not None:
-        return tuple(_whole_numbers(given, "--threads", 0))
+        return tuple(_whole_numbers(given, "--threads", 0, "0,4"))
     usable, logical, physical = cpu_counts()
     if usable == logical == physical:
         return (0,)
@@ -222,7 +222,9 @@ def check_settings(options: Mapping[str, list[str]], infos: list[SutInfo]) -> No
             known = "; ".join(sorted({f"{k}={','.join(v)}" for own in declared.values()
                                       for k, v in own.items()})) or "none"
             hint = (" (batch sizes and threads have their own flags: --batch-sizes, "
-                    "--threads)" if key in ("batch", "batch_size", "threads") else "")
+                    "--threads)" if key in ("batch", "batch_size", "threads") else
+                    " (layers kept in float are raced with --recover K, from run.py "
+                    "diagnose's ranking)" if key == "keep_float" else "")
             raise UserError(f"--settings {key}: no SUT of the space reads it; their options: "
                             f"{known}{hint}")
         for value in values:

@@ -20,6 +20,8 @@ SAVED_MODEL_FILE = "saved_model.pb"  # models.saved_model's; importing it here c
 #: framework's): the memory a batch needs at the very least, as a multiple of its input
 BATCH_MEMORY_FACTOR = 4
 MEMINFO = Path("/proc/meminfo")
+#: the tasks whose samples are images in the preprocessed cache (a text task's are tokens)
+IMAGE_TASKS = ("classification", "detection")
 
 
 def _output_problem(path: Path) -> str | None:
@@ -128,13 +130,9 @@ def dataset_size(dataset_path: str | None, builtin: str = "photos") -> int:
 
 def available_memory(meminfo: Path = MEMINFO) -> int | None:
     """MemAvailable in bytes (Linux); None where the kernel does not say."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    from quantmark.qsl.footprint import available_memory as read
+
+    return read(meminfo)
 
 
 def check_batch_fits(batch: int, model: Any, dataset_path: str | None,
@@ -209,6 +207,10 @@ def validate(config: RunConfig) -> None:
                   else {spec}):
         check_batch_fits(config.batch_size, model, config.dataset_path,
                          images=None if dataset is None else len(dataset.all_items))
+    if task is not None and task.name in IMAGE_TASKS:
+        from quantmark.qsl.footprint import check_set_fits
+
+        check_set_fits(spec, dataset, available_memory(MEMINFO))  # its cache, its memory
     check_output_writable(config.output)
 
 

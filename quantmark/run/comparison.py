@@ -10,6 +10,12 @@ threads, options, modes, datasets, machines or software are refused, not pooled 
 median. Only VALID runs with whole logs make a figure; every other run is left out and named in
 one line. A side with no run left is an error (exit 2): its folder holds nothing to compare, and
 the fix is to rerun it.
+
+Each run's figure, validity and scenario are LoadGen's, from its logs (``report.logged_run``),
+never results.json's: a run whose results.json says otherwise is flagged in one line (and
+compare exits 1), a run LoadGen calls INVALID is left out as INVALID whatever results.json
+says, and a run that is a copy of another on its side (the same LoadGen test) is left out and
+flagged: it would count one measurement twice.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.fingerprint import system_name
 from quantmark.ground.records import RunRecord
 from quantmark.report.current_set import current_set, read_results
-from quantmark.report.loadgen_log import check_complete
+from quantmark.report.logged_run import LoggedRun, verify
 from quantmark.report.stats import Interval, Ratio, bound_text, figure_interval, speedup
 from quantmark.run.validity import left_out_why
 
@@ -58,6 +64,9 @@ class Side:
     records: list[RunRecord]
     left_out: list[tuple[Path, str]] = field(default_factory=list)
     found: list[int | None] = field(default_factory=list)  # repeat index of every run found
+    #: runs whose folder is not what LoadGen measured: results.json disagrees with its logs,
+    #: or the run is a copy of another (each with why, in one line)
+    flagged: list[tuple[Path, str]] = field(default_factory=list)
 
     @property
     def values(self) -> list[float]:
@@ -171,7 +180,8 @@ def _check_one_test(spec: str, runs: list[Path], records: list[RunRecord]) -> No
 
 
 def load_side(spec: str) -> Side:
-    """The runs ``spec`` names, checked to be repeats of one test, the unusable left out."""
+    """The runs ``spec`` names, checked to be repeats of one test, the unusable left out; each
+    record carries LoadGen's summary from its logs in place of its own."""
     runs = resolve(spec)
     records = [read_results(run) for run in runs]
     readable = [(run, record) for run, record in zip(runs, records, strict=True) if record]
@@ -179,20 +189,38 @@ def load_side(spec: str) -> Side:
         _check_one_test(spec, [run for run, _ in readable], [record for _, record in readable])
     side = Side(spec, [], [], found=[run_index(run, r) for run, r in zip(runs, records,
                                                                          strict=True)])
+    seen: dict[tuple[Any, ...], Path] = {}
     for run, record in zip(runs, records, strict=True):
-        problems = check_complete(run)
-        why = (f"incomplete: {'; '.join(problems)}" if problems else
-               left_out_why(record) if record else "its results.json does not parse")
-        if why or record is None:  # None: its results.json does not parse
+        if record is None:
+            side.left_out.append((run, "its results.json does not parse"))
+            continue
+        logged = verify(run, record)
+        if logged.mismatches:
+            side.flagged.append((run, logged.disagreement(
+                _name(run, spec), "compare used LoadGen's figure and validity")))
+        copy_of = seen.setdefault(_test_of(logged), run) if logged.started_at else run
+        why = left_out_why(logged.record(record))
+        if copy_of != run:
+            why = f"a copy of {_name(copy_of, spec)} (the same LoadGen test)"
+            side.flagged.append((run, f"{_name(run, spec)} is {why}: one measurement counts "
+                                      "once; remove the copy"))
+        if why:
             side.left_out.append((run, why))
         else:
             side.runs.append(run)
-            side.records.append(record)
+            side.records.append(logged.record(record))
     if not side.runs:
         named = "; ".join(f"{_name(run, spec)} {why}" for run, why in side.left_out)
         raise UserError(f"compare: no run under {spec} can be used, every one is INVALID or "
                         f"incomplete ({named}); rerun them")
     return side
+
+
+def _test_of(logged: LoggedRun) -> tuple[Any, ...]:
+    """What tells one LoadGen test from another: when it started and what it measured."""
+    summary = logged.summary
+    return (logged.started_at, summary.scenario, summary.metric_value,
+            summary.samples_per_second, summary.query_count)
 
 
 def _pair(a: Side, b: Side) -> None:
@@ -276,3 +304,6 @@ def show(console: Console, a: Side, b: Side, ratio: Ratio) -> None:
             why = "; ".join((record.interference or {}).get("why") or [])
             console.print(f"[yellow]{name} has a disturbed run: {escape(why)}; rerun it on a "
                           "quiet machine[/]")
+    for name, side in (("A", a), ("B", b)):
+        for _, why in side.flagged:
+            console.print(f"[bold red]{name}: {escape(why)}[/]", soft_wrap=True)

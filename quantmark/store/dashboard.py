@@ -61,12 +61,16 @@ def _link(point: Point, page_folder: Path, text: str = "run folder") -> str:
 
 
 def _figure(point: Point) -> str:
+    """The job's figure with its interval; flagged where the store recorded it before checking
+    figures against LoadGen's logs (a schema 1 store's)."""
+    unchecked = (" (UNCHECKED against LoadGen's logs: run.py store import its folder)"
+                 if point.unchecked_runs else "")
     if point.value is None:
-        return "no VALID figure"
+        return "no VALID figure" + unchecked
     unit = UNITS.get(point.series.metric, "")
     if point.low is None or point.high is None:
-        return f"{point.value:.4g} {unit} (one run)"
-    return f"{point.value:.4g} [{point.low:.4g}, {point.high:.4g}] {unit}"
+        return f"{point.value:.4g} {unit} (one run){unchecked}"
+    return f"{point.value:.4g} [{point.low:.4g}, {point.high:.4g}] {unit}{unchecked}"
 
 
 def trend_svg(series: SeriesKey, jobs: Sequence[Point], verdict: Verdict | None) -> str:
@@ -135,7 +139,8 @@ def _jobs_table(jobs: Sequence[Point], folder: Path) -> str:
     rows = []
     for point in reversed(jobs[-JOBS_LISTED:]):
         flags = ", ".join(f for f, on in (("disturbed", point.disturbed),
-                                          ("INVALID", not point.valid)) if on) or "clean"
+                                          ("INVALID", not point.valid),
+                                          ("UNCHECKED", point.unchecked_runs)) if on) or "clean"
         cells = [html.escape(point.when), html.escape(_figure(point)), html.escape(flags),
                  html.escape(point.version), _link(point, folder)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

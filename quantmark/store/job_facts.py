@@ -8,6 +8,10 @@ no official metric: ``left_out``, the rule of ``quantmark.run.validity.left_out_
 here from the record's fields because the store sits below ``quantmark.run``) keeps its own
 figure but is counted apart.
 
+A run's figure, validity and scenario are LoadGen's, read from the logs beside its record by
+``quantmark.report.logged_run``: a record that says otherwise (edited, beside another run's logs,
+its logs cut short or missing) is refused in one line (``LogMismatch``), never recorded.
+
 Runs of one repeat set (``repeat.set``, ``repeat.of`` > 1) are one job: ``set:<id>``; any
 other record is its own job, keyed by its sha256. A run below a sweep's ``sweep.json`` that
 lists it is a sweep cell.
@@ -37,6 +41,7 @@ from quantmark.ground.records import (
     load_manifest,
     load_record,
 )
+from quantmark.report.logged_run import verify
 from quantmark.store.environment_facts import record_facts
 from quantmark.store.points import SeriesKey
 
@@ -73,6 +78,8 @@ class JobFacts:
     disturbed: bool = False
     repeat_index: int | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    #: its run's figures were checked against LoadGen's logs (what was there to check)
+    checked: bool = True
 
 
 def file_sha256(path: Path) -> str:
@@ -98,8 +105,10 @@ def read_job(path: Path, cell: str | None = None) -> JobFacts | None:
                                  or record.extra.get("quantmark_version") or ""),
                      machine=system_name(getattr(record, "machine", {}) or {}),
                      environment=record_facts(record))
-    if isinstance(record, RunRecord):
-        _add_run(facts, record, cell if cell is not None else sweep_cell_of(path.parent))
+    if isinstance(record, RunRecord):  # LoadGen's summary from its logs in place of its own
+        logged = verify(path.parent, record).check(path.parent, "not recorded")
+        _add_run(facts, logged.record(record),
+                 cell if cell is not None else sweep_cell_of(path.parent))
     else:
         facts.detail = _detail(record)
     return facts

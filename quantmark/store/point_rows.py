@@ -51,8 +51,10 @@ def iso_utc(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def point_of(row: Any, facts: Sequence[Any], tags: Sequence[Any]) -> Point:
-    """The Point of one joined figures/jobs row, its environment rows and tag rows."""
+def point_of(row: Any, facts: Sequence[Any], tags: Sequence[Any], unchecked: int = 0) -> Point:
+    """The Point of one joined figures/jobs row, its environment rows and tag rows;
+    ``unchecked``: how many of its records were recorded before checks against LoadGen's logs
+    (a schema 1 store's)."""
     return Point(
         series=SeriesKey(row["model"], row["sut"], row["scenario"], row["metric"]),
         job_id=row["job_key"], when=iso_utc(row["started_at"]), value=row["value"],
@@ -62,4 +64,4 @@ def point_of(row: Any, facts: Sequence[Any], tags: Sequence[Any]) -> Point:
         environment={fact.key: json.loads(fact.value) for fact in facts},
         tags=tuple(sorted(tag.tag for tag in tags)), run_dir=row["folder"],
         version=row["version"], left_out_runs=tuple(json.loads(row["left_out_runs"])),
-        machine=row["machine"])
+        machine=row["machine"], unchecked_runs=unchecked)

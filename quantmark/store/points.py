@@ -62,3 +62,6 @@ class Point:
     #: the left-out (INVALID) runs' own figures: not in ``value``, drawn hollow by history
     left_out_runs: tuple[float, ...] = ()
     machine: str = ""  # its fleet node name, else its host name (what --machine filters by)
+    #: its records recorded before the store checked figures against LoadGen's logs (a
+    #: schema 1 store's): shown flagged until ``run.py store import`` of its folder checks them
+    unchecked_runs: int = 0

@@ -28,7 +28,8 @@ estimated, in this order of preference:
    runs' spread is known well, and the between-job part is assumed to be
    ``FALLBACK_BETWEEN_FACTOR`` times it, or what the jobs' own spread measures where that is
    more (stated on the line). A t on two jobs' spread would be valid but near blind (one
-   degree of freedom: a 2x slowdown passes unseen).
+   degree of freedom: a 2x slowdown passes unseen). With fewer than three earlier jobs the
+   verdict is "too little history" unless asked to rest on this (``regress_history``).
 
 Only clean jobs count (VALID figure, not disturbed): a disturbed job's spread is the
 disturbance's, not the machine's.
@@ -57,7 +58,10 @@ MIN_POOLED_SERIES = 3
 # recommend): 3x covers that pair (1.5 sd of a difference at 0.04). A machine that drifts by
 # more than 3x its runs' spread breaks the assumption: seeded stores with between-job sd 0.18
 # and within-job 0.04 raised a false alarm in 17.5% of them with one earlier job
-# (bench/regress_rates.py), so the line says it is an assumption.
+# (bench/regress_rates.py), and 23% of stores of quiet runs (within 0.01, between 0.05). So a
+# verdict rests on it only when asked (``run.py regress --assume-drift``); otherwise such a
+# series reads "too little history" unless it changed beyond any plausible drift
+# (``regress_history``).
 FALLBACK_BETWEEN_FACTOR = 3.0
 
 OWN, MACHINE, OWN_FEW, WITHIN_ONLY = "own", "machine", "own (few jobs)", "within-job only"

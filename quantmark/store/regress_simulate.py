@@ -4,7 +4,9 @@ Each simulated series on one machine has ``jobs`` jobs of ``runs`` runs each, dr
 model ``regress`` assumes: log(figure) = level + job effect + run noise. A job's effect is
 partly the machine's moment, shared by every series measured in that job (``shared``), and
 partly the series' own; with ``shared_jobs`` False every series is measured in jobs of its
-own (a machine whose series run on different days), and nothing is shared. ``slowed`` series
+own (a machine whose series run on different days), and nothing is shared. A machine may also
+drift (``drift_step``): a random walk of its level from job to job, shared by the job's series,
+which the model ``regress`` assumes does not have. ``slowed`` series
 get their newest job slowed by ``slowdown`` (a latency multiplied, a throughput divided), with
 the thread setting changed as the planted cause. ``bench/regress_rates.py`` and the tests
 both draw from here.
@@ -40,14 +42,16 @@ class Scenario:
     within_sd: float = 0.05
     shared: float = 0.5  # the share of the between-job variance common to a job's series
     shared_jobs: bool = True  # False: each series in jobs of its own (nothing shared)
+    drift_step: float = 0.0  # sd of the machine's log level's step from one job to the next
     slowdown: float = 1.0
     slowed: int = 0  # how many series get the slowdown at their newest job
 
     def describe(self) -> str:
         planted = f", {self.slowed} slowed {self.slowdown:g}x" if self.slowed else ""
         jobs = "shared jobs" if self.shared_jobs else "jobs of their own"
+        drift = f", drift step sd {self.drift_step:g}" if self.drift_step else ""
         return (f"{self.series} series x {self.jobs} {jobs} x {self.runs} runs, between-job sd "
-                f"{self.between_sd:g}, within-job sd {self.within_sd:g}{planted}")
+                f"{self.between_sd:g}, within-job sd {self.within_sd:g}{drift}{planted}")
 
 
 def _series_key(index: int) -> SeriesKey:
@@ -62,7 +66,9 @@ def _job_effects(scenario: Scenario, rng: np.random.Generator) -> np.ndarray:
     shared = rng.normal(0, math.sqrt(share) * scenario.between_sd, scenario.jobs)
     own = rng.normal(0, math.sqrt(1 - share) * scenario.between_sd,
                      (scenario.series, scenario.jobs))
-    return shared[None, :] + own
+    walk = np.cumsum(rng.normal(0, scenario.drift_step, scenario.jobs)) \
+        if scenario.drift_step else np.zeros(scenario.jobs)
+    return shared[None, :] + own + walk[None, :]
 
 
 def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[list[Point], set[SeriesKey]]:
@@ -147,11 +153,11 @@ class Rates:
 
 
 def measure(scenario: Scenario, trials: int, seed: int = 0, fdr: float = 0.05,
-            baseline: Baseline | None = None) -> Rates:
+            baseline: Baseline | None = None, assume_drift: bool = False) -> Rates:
     """``regress`` over ``trials`` simulated stores of ``scenario`` (seeded)."""
     rng = np.random.default_rng(seed)
     rates = Rates()
     for _ in range(trials):
         points, planted = simulate(scenario, rng)
-        rates.add(regress(points, baseline, fdr), planted)
+        rates.add(regress(points, baseline, fdr, assume_drift=assume_drift), planted)
     return rates

@@ -10,7 +10,10 @@ wait for a writer; fsync at checkpoints only, which a killed process cannot tear
 recording processes queue for the busy timeout instead of failing half-way).
 
 Each job is written in one transaction: a process killed while recording leaves the job whole
-or absent. Recording a record file that is already there (same sha256) adds nothing.
+or absent. Recording a record file that is already there (same sha256) adds nothing. A run
+whose record disagrees with LoadGen's logs is refused (``job_facts``), and so is one that would
+join a repeat set the store holds with other content under its identity (a changed copy of the
+set: ``job_conflicts``), in one line naming what differs: never merged into the old job.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +35,13 @@ from quantmark.ground.paths import cache_dir
 from quantmark.ground.version import VERSION
 from quantmark.store import quality_jobs
 from quantmark.store import store_schema as schema
+from quantmark.store.job_conflicts import check_joins
 from quantmark.store.job_facts import JobFacts, dumps, read_job
 from quantmark.store.point_rows import figure_row, point_of
 from quantmark.store.points import Point
 from quantmark.store.quality_jobs import QualityPoint
 from quantmark.store.record_walk import record_files
+from quantmark.store.store_filters import epoch, matching
 from quantmark.store.store_settings import (
     DEFAULT_FILE,
     OFF,
@@ -126,26 +131,6 @@ def where(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
 
-def epoch(value: str | date | datetime | None, end: bool = False) -> float | None:
-    """A --since/--until bound as epoch seconds: a date is its whole day (UTC; ``end``: up to
-    its last second), a datetime itself (UTC when it names no zone)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            value = (date.fromisoformat(value) if len(value) == 10
-                     else datetime.fromisoformat(value))
-        except ValueError:
-            raise UserError(f"date {value!r}: give YYYY-MM-DD or an ISO 8601 time "
-                            "(2026-11-02T14:00)") from None
-    if not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
-        return value.timestamp() + (86400 - 1e-6 if end else 0)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.timestamp()
-
-
 class Store:
     """One store, open; a context manager (``with open_store() as store: ...``)."""
 
@@ -153,6 +138,7 @@ class Store:
         self.url = url
         self.where = where(url)
         self.engine = _engine(url)
+        self.created: set[int] = set()  # the jobs this store object created (an import's)
         try:
             self.schema = self._prepare()
         except BaseException:
@@ -215,7 +201,10 @@ class Store:
     def record_file(self, path: Path, tags: Iterable[str] = (), cell: str | None = None
                     ) -> str:
         """Record one record file, in one transaction: "new job", "added" (a run joined its
-        repeat set's job), "there" (recorded before) or "skipped" (not a job's kind)."""
+        repeat set's job, made by this store object), "joined" (a run joined a job the store
+        held before), "there" (recorded before) or "skipped" (not a job's kind). A run whose
+        record disagrees with LoadGen's logs is a LogMismatch, one that conflicts with the job
+        it would join a StoreConflict: nothing is written."""
         facts = read_job(path, cell)
         if facts is None:
             return "skipped"
@@ -233,28 +222,34 @@ class Store:
 
     def _write(self, connection: Connection, facts: JobFacts, tags: tuple[str, ...]) -> str:
         jobs, records = schema.jobs, schema.records
-        there = connection.execute(select(records.c.job_id)
-                                   .where(records.c.sha256 == facts.sha256)).scalar()
+        there = connection.execute(select(records.c.job_id, records.c.checked)
+                                   .where(records.c.sha256 == facts.sha256)).first()
         if there is not None:
-            self._add_tags(connection, there, tags)
+            if there.checked is None and facts.checked:  # recorded before checks: now checked
+                connection.execute(update(records).where(records.c.sha256 == facts.sha256)
+                                   .values(checked=True))
+            self._add_tags(connection, there.job_id, tags)
             return "there"
         job_id = connection.execute(select(jobs.c.id)
                                     .where(jobs.c.job_key == facts.job_key)).scalar()
         new = job_id is None
         if new:
             job_id = self._insert_job(connection, facts)
-        elif facts.started_at < connection.execute(
-                select(jobs.c.started_at).where(jobs.c.id == job_id)).scalar_one():
-            connection.execute(update(jobs).where(jobs.c.id == job_id)
-                               .values(started_at=facts.started_at))
+            self.created.add(job_id)
+        else:
+            check_joins(connection, job_id, facts)
+            if facts.started_at < connection.execute(
+                    select(jobs.c.started_at).where(jobs.c.id == job_id)).scalar_one():
+                connection.execute(update(jobs).where(jobs.c.id == job_id)
+                                   .values(started_at=facts.started_at))
         self._add_tags(connection, job_id, tags)
         connection.execute(insert(records).values(
             job_id=job_id, sha256=facts.sha256, path=facts.path, kind=facts.kind,
             started_at=facts.started_at, value=facts.value, left_out=facts.left_out,
-            disturbed=facts.disturbed, repeat_index=facts.repeat_index))
+            disturbed=facts.disturbed, repeat_index=facts.repeat_index, checked=facts.checked))
         if facts.series is not None:
             self._refresh_figure(connection, job_id, facts)
-        return "new job" if new else "added"
+        return "new job" if new else "added" if job_id in self.created else "joined"
 
     def _insert_job(self, connection: Connection, facts: JobFacts) -> int:
         job_id = connection.execute(insert(schema.jobs).values(
@@ -295,10 +290,10 @@ class Store:
                ) -> list[Point]:
         """Every job's figure that matches, ordered by series, then time."""
         figures, jobs = schema.figures, schema.jobs
-        query = _matching(select(figures, jobs.c.job_key, jobs.c.started_at, jobs.c.folder,
-                                 jobs.c.version, jobs.c.machine),
-                          model=model, sut=sut, scenario=scenario, machine=machine,
-                          version=version, since=since, until=until, tag=tag)
+        query = matching(select(figures, jobs.c.job_key, jobs.c.started_at, jobs.c.folder,
+                                jobs.c.version, jobs.c.machine),
+                         model=model, sut=sut, scenario=scenario, machine=machine,
+                         version=version, since=since, until=until, tag=tag)
         query = query.order_by(figures.c.model, figures.c.sut, figures.c.scenario,
                                figures.c.metric, jobs.c.started_at, jobs.c.id)
         try:
@@ -307,10 +302,12 @@ class Store:
                 ids = [row["job_id"] for row in rows]
                 facts = self._by_job(connection, schema.environment, ids)
                 labels = self._by_job(connection, schema.tags, ids)
+                unchecked = self._by_job(connection, select(schema.records.c.job_id).where(
+                    schema.records.c.checked.is_(None)).subquery(), ids)
         except DBAPIError as exc:
             raise self._failed(exc) from None
-        return [point_of(row, facts.get(row["job_id"], []), labels.get(row["job_id"], []))
-                for row in rows]
+        return [point_of(row, facts.get(row["job_id"], []), labels.get(row["job_id"], []),
+                         len(unchecked.get(row["job_id"], []))) for row in rows]
 
     def quality_points(self, model: str | None = None, sut: str | None = None,
                        scenario: str | None = None, machine: str | None = None,
@@ -328,7 +325,7 @@ class Store:
 
     def count(self, **filters: Any) -> int:
         """How many figures ``points(**filters)`` would return."""
-        query = _matching(select(func.count()), **filters)
+        query = matching(select(func.count()), **filters)
         try:
             with self._reading() as connection:
                 return int(connection.execute(query).scalar_one())
@@ -371,26 +368,3 @@ class Store:
             yield from connection.execute(
                 select(jobs).where(jobs.c.id.not_in(select(schema.figures.c.job_id)))
                 .order_by(jobs.c.started_at)).mappings()
-
-
-def _matching(query: Any, *, model: str | None = None, sut: str | None = None,
-              scenario: str | None = None, machine: str | None = None,
-              version: str | None = None, since: str | date | datetime | None = None,
-              until: str | date | datetime | None = None, tag: str | None = None) -> Any:
-    """``query`` over figures joined to their jobs, narrowed by the filters (exact names;
-    dates inclusive)."""
-    figures, jobs = schema.figures, schema.jobs
-    query = query.select_from(figures.join(jobs, figures.c.job_id == jobs.c.id))
-    for column, wanted in ((figures.c.model, model), (figures.c.sut, sut),
-                           (figures.c.scenario, scenario), (jobs.c.machine, machine),
-                           (jobs.c.version, version)):
-        if wanted is not None:
-            query = query.where(column == wanted)
-    if (low := epoch(since)) is not None:
-        query = query.where(jobs.c.started_at >= low)
-    if (high := epoch(until, end=True)) is not None:
-        query = query.where(jobs.c.started_at <= high)
-    if tag is not None:
-        query = query.where(jobs.c.id.in_(select(schema.tags.c.job_id)
-                                          .where(schema.tags.c.tag == tag)))
-    return query

@@ -61,20 +61,31 @@ jobs = Table(
     Index("jobs_started_at", "started_at"),
 )
 
-records = Table(
-    "records", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
-    Column("sha256", String(64), nullable=False, unique=True),  # the idempotency key
-    Column("path", Text, nullable=False),
-    Column("kind", String(32), nullable=False),
-    Column("started_at", Float, nullable=False),
-    Column("value", Float),  # its own figure; None: no performance figure
-    Column("left_out", Text),  # why a figure may not use it (INVALID, incomplete); None: VALID
-    Column("disturbed", Boolean, nullable=False),
-    Column("repeat_index", Integer),
-    Index("records_job", "job_id"),
-)
+
+def _records_table(meta: MetaData, *added: Column) -> Table:
+    """``records`` as schema 1 made it, with the columns later schemas ``added``."""
+    return Table(
+        "records", meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+        Column("sha256", String(64), nullable=False, unique=True),  # the idempotency key
+        Column("path", Text, nullable=False),
+        Column("kind", String(32), nullable=False),
+        Column("started_at", Float, nullable=False),
+        Column("value", Float),  # its own figure; None: no performance figure
+        Column("left_out", Text),  # why a figure may not use it (INVALID, incomplete); None: VALID
+        Column("disturbed", Boolean, nullable=False),
+        Column("repeat_index", Integer),
+        *added,
+        Index("records_job", "job_id"),
+    )
+
+
+#: schema 2: ``checked`` - True where its figure was checked against LoadGen's logs when it was
+#: recorded; NULL for a record of a schema 1 store, recorded before quantmark checked them
+#: (importing its folder again checks it)
+CHECKED = Column("checked", Boolean)
+records = _records_table(metadata, CHECKED)
 
 figures = Table(
     "figures", metadata,
@@ -113,12 +124,20 @@ tags = Table(
 
 
 def _create_schema_1(connection: Connection) -> None:
-    """Schema 0 (an empty database) -> 1: every table."""
-    metadata.create_all(connection, tables=[jobs, records, figures, environment, tags])
+    """Schema 0 (an empty database) -> 1: every table, as schema 1 had it."""
+    old = MetaData()
+    tables = [jobs.to_metadata(old), _records_table(old),
+              *(table.to_metadata(old) for table in (figures, environment, tags))]
+    old.create_all(connection, tables=tables)
+
+
+def _add_checked(connection: Connection) -> None:
+    """Schema 1 -> 2: ``records.checked`` (NULL for every record already there)."""
+    connection.exec_driver_sql(f"ALTER TABLE records ADD COLUMN {CHECKED.name} BOOLEAN")
 
 
 #: step i takes a store from schema i to i + 1, in order
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_schema_1]
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_schema_1, _add_checked]
 
 
 def current_version() -> int:

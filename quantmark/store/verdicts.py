@@ -11,6 +11,10 @@ run of ``regress`` is at most ``fdr``. The effect is the ratio new/old of the fi
 interval: at level ``1 - R*q/m`` for the R series of m judged that were called a change (the
 false-coverage-rate adjustment that matches Benjamini-Hochberg), ``1 - q`` for the others.
 
+A series of fewer than three earlier clean jobs whose noise rests on an assumption reads "too
+little history" unless its change is beyond any plausible drift (``regress_history``), and
+is judged on the assumption only when asked (``assume_drift``).
+
 Disturbed and INVALID jobs never enter a history. A newest job that is disturbed is still
 judged, with that said on its line; one with no VALID run cannot be judged, and says so.
 """
@@ -28,6 +32,14 @@ from scipy import stats
 from quantmark.store.changes import Change, what_changed
 from quantmark.store.points import Point, SeriesKey
 from quantmark.store.regress_baseline import Baseline
+from quantmark.store.regress_history import (
+    DRIFT_BOUND,
+    TOO_LITTLE,
+    beyond_drift_p,
+    run_noise,
+    too_little,
+)
+from quantmark.store.regress_history import reason as too_little_reason
 from quantmark.store.regress_noise import (
     JobSummary,
     Noise,
@@ -42,7 +54,7 @@ from quantmark.store.regress_noise import (
 
 REGRESSED, IMPROVED, NO_CHANGE, CANNOT_JUDGE = ("regressed", "improved",
                                                 "no measurable change", "cannot judge")
-ORDER = (REGRESSED, IMPROVED, CANNOT_JUDGE, NO_CHANGE)  # how verdicts are listed
+ORDER = (REGRESSED, IMPROVED, TOO_LITTLE, CANNOT_JUDGE, NO_CHANGE)  # how they are listed
 DEFAULT_FDR = 0.05
 # where a job's machine is read from when the store gives no name (the first key a job has)
 MACHINE_KEYS = ("machine.id", "machine.hostname", "machine.system_id")
@@ -84,6 +96,10 @@ class Verdict:
             return f"{head}; {self.reason}" + "".join(f"; {n}" for n in self.notes)
         assert self.ratio is not None and self.noise is not None and self.confidence
         unit = UNITS.get(self.series.metric, "")
+        if self.outcome == TOO_LITTLE:
+            return (f"{head} vs {self.baseline_figure:.4g} {unit} ({len(self.history)} jobs): "
+                    f"{self.ratio:.3f}x; {self.reason}"
+                    + "".join(f"; {n}" for n in self.notes))
         return (f"{head} vs {self.baseline_figure:.4g} {unit} ({len(self.history)} jobs): "
                 f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] "
                 f"({100 * self.confidence:.4g}%); noise: {self.noise.text()}"
@@ -121,9 +137,14 @@ class _Pending:
     noise: Noise
     baseline_mean: float
     notes: tuple[str, ...]
+    few: tuple[float, int] | None = None  # too little history: the runs' own (variance, df)
 
     @property
     def p_value(self) -> float:
+        """The t test against the noise; with too little history, the test of a change
+        beyond any plausible drift (``regress_history``)."""
+        if self.few is not None:
+            return beyond_drift_p(self.difference, *self.few)
         t = abs(self.difference) / math.sqrt(self.variance)
         return float(2 * stats.t.sf(t, self.noise.df))
 
@@ -191,7 +212,7 @@ def _newest_notes(newest: Point) -> list[str]:
 
 
 def _prepare(key: SeriesKey, jobs: list[Point], baseline: Baseline,
-             machine_spread: Callable[[str], Spread]) -> _Pending | Verdict:
+             machine_spread: Callable[[str], Spread], assume_drift: bool) -> _Pending | Verdict:
     """The test's inputs for one series, or the reason it cannot be judged."""
     newest = jobs[-1]
     history, notes = _history(jobs, baseline)
@@ -220,8 +241,12 @@ def _prepare(key: SeriesKey, jobs: list[Point], baseline: Baseline,
                        reason="every earlier job gave the same figure: no noise to test "
                               "against", notes=tuple(notes))
     baseline_mean = float(np.mean([s.mean for s in summaries]))
+    few = None if assume_drift or not too_little(len(history), noise) else \
+        run_noise(summaries, latest, chosen[0])
+    if few is not None and not few[0] > 0:
+        few = (variance, noise.df)  # runs without spread: the assumed noise's own test
     return _Pending(key, newest, tuple(history), latest.mean - baseline_mean, variance, noise,
-                    baseline_mean, tuple(notes))
+                    baseline_mean, tuple(notes), few)
 
 
 def _judged(test: _Pending, adjusted_p: float, changed: bool, confidence: float) -> Verdict:
@@ -229,25 +254,34 @@ def _judged(test: _Pending, adjusted_p: float, changed: bool, confidence: float)
     worse = (test.difference < 0) if test.series.higher_is_better else (test.difference > 0)
     outcome = (REGRESSED if worse else IMPROVED) if changed else NO_CHANGE
     changes = tuple(what_changed(test.newest, test.history)) if changed else ()
-    return Verdict(test.series, outcome, test.newest, test.history,
+    notes, reason = test.notes, ""
+    if test.few is not None and not changed:
+        outcome, reason = TOO_LITTLE, too_little_reason(len(test.history))
+    elif test.few is not None:
+        notes = (f"beyond the {DRIFT_BOUND:g}x that drift between jobs may explain, with "
+                 f"only {len(test.history)} earlier clean job(s)",) + notes
+    return Verdict(test.series, outcome, test.newest, test.history, reason=reason,
                    baseline_figure=math.exp(test.baseline_mean),
                    ratio=math.exp(test.difference), low=math.exp(test.difference - half),
                    high=math.exp(test.difference + half), confidence=confidence,
                    p_value=test.p_value, adjusted_p=adjusted_p, noise=test.noise,
-                   notes=test.notes, changes=changes)
+                   notes=notes, changes=changes)
 
 
 def regress(points: Sequence[Point], baseline: Baseline | None = None,
             fdr: float = DEFAULT_FDR,
-            selected: Callable[[SeriesKey], bool] | None = None) -> list[Verdict]:
+            selected: Callable[[SeriesKey], bool] | None = None,
+            assume_drift: bool = False) -> list[Verdict]:
     """Every selected series' verdict (all series where ``selected`` is None), listed
-    regressions first. Series not selected still lend their spread to the machine's pool."""
+    regressions first. Series not selected still lend their spread to the machine's pool.
+    ``assume_drift``: judge series of too little history on the assumed between-job spread
+    (``regress_noise``) rather than only beyond any plausible drift."""
     if not 0 < fdr < 1:
         raise ValueError(f"fdr must be in (0, 1), not {fdr}")
     baseline = baseline or Baseline()
     grouped = by_series(points)
     machine_spread = _machine_spreads(grouped, baseline)
-    prepared = [_prepare(key, jobs, baseline, machine_spread)
+    prepared = [_prepare(key, jobs, baseline, machine_spread, assume_drift)
                 for key, jobs in grouped.items() if selected is None or selected(key)]
     tests = [p for p in prepared if isinstance(p, _Pending)]
     verdicts = [p for p in prepared if isinstance(p, Verdict)]

@@ -2,7 +2,9 @@
 
 ``DIR/sweep.json`` records the settings and every cell's outcome; it is rewritten atomically
 after each cell, so Ctrl-C or a crash loses nothing finished, and running the same command
-again skips finished cells. A cell that cannot run (SUT unavailable here, a failure, a
+again skips finished cells that measured what it would: the same dataset, model file and
+settings files by content, on the same hardware, their files as they left them
+(``quantmark.sweep.resume``). A cell that cannot run (SUT unavailable here, a failure, a
 timeout) becomes an explained entry, never the end of the sweep. Each cell's LoadGen results
 tree is ``DIR/runs/<model>/<sut>/<scenario>-b<batch>-r<repeat>/`` (``.../accuracy/`` for the
 accuracy run) and its console output ``DIR/logs/<same>.log``.
@@ -10,6 +12,7 @@ accuracy run) and its console output ``DIR/logs/<same>.log``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,6 +38,9 @@ from quantmark.ground.records import SWEEP_MANIFEST, SweepManifest, load_manifes
 from quantmark.store.recording import record as record_in_store
 from quantmark.sweep.cell import cell_availability, run_cell
 from quantmark.sweep.plan import Cell, SweepSpec, cells
+from quantmark.sweep.resume import PATH_SETTINGS, Inputs, decide, grouped, sealed, set_aside
+
+log = logging.getLogger(__name__)
 
 MANIFEST = SWEEP_MANIFEST
 LOCK = ".sweep.lock"
@@ -59,58 +65,88 @@ def read_manifest(root: Path) -> SweepManifest | None:
 def run_sweep(spec: SweepSpec, *, retry_failed: bool = False,
               console: Console | None = None) -> SweepOutcome:
     """Run every unfinished cell of ``spec`` (here, or on the Ray cluster ``spec.cluster``
-    names); return how the cells ended."""
+    names); return how the cells ended. A finished cell is kept only when it measured what
+    this sweep would (``quantmark.sweep.resume``)."""
     console = console or Console()
     root = Path(spec.output)
     root.mkdir(parents=True, exist_ok=True)
-    manifest = _open_manifest(root, spec)
     plan = cells(spec)
-    entries: dict[str, Any] = manifest.cells
-    done = ("ok",) if retry_failed else FINISHED
-    todo = [c for c in plan if entries.get(c.id, {}).get("status") not in done]
-    if len(plan) > len(todo):
-        console.print(f"resuming {escape(str(root))}: {len(plan) - len(todo)} of {len(plan)} "
-                      "cells already finished")
-    with sole_writer(root, LOCK, "sweep"), \
-            _progress(console, len(plan), len(plan) - len(todo)) as advance:
+    inputs = Inputs(spec)
+    with sole_writer(root, LOCK, "sweep"):
+        manifest = _open_manifest(root, spec)
+        entries: dict[str, Any] = manifest.cells
+        todo = _resume(root, spec, plan, manifest, inputs,
+                       ("ok",) if retry_failed else FINISHED, console)
+        for cell in todo:  # every dataset and file hashed before the first cell runs
+            inputs.of(cell)
+        with _progress(console, len(plan), len(plan) - len(todo)) as advance:
 
-        def record(cell: Cell, entry: dict[str, Any], final: bool = True) -> None:
-            """Keep a cell's outcome (atomically, at once); ``final=False`` for an attempt
-            that will run again (a node lost mid-cell)."""
-            entries[cell.id] = {**entry, "finished_at": time.time()}
-            write_record(root / MANIFEST, manifest)
-            if final and entry.get("run_dir"):
-                record_in_store(root / entry["run_dir"])
-            if final:
-                advance(cell.id, _line(cell.id, entry))
-            else:
-                console.print(_line(cell.id, entry) + " (running it again)")
+            def record(cell: Cell, entry: dict[str, Any], final: bool = True) -> None:
+                """Keep a cell's outcome (atomically, at once) with what it measured, sealed;
+                ``final=False`` for an attempt that will run again (a node lost mid-cell)."""
+                entries[cell.id] = sealed(root, {**entry, "finished_at": time.time(),
+                                                 "inputs": inputs.of(cell)})
+                write_record(root / MANIFEST, manifest)
+                if final and entry.get("run_dir"):
+                    record_in_store(root / entry["run_dir"])
+                if final:
+                    advance(cell.id, _line(cell.id, entry))
+                else:
+                    console.print(_line(cell.id, entry) + " (running it again)")
 
-        try:
-            if spec.cluster:
-                from quantmark.sweep.fleet.dispatch import dispatch
+            try:
+                if spec.cluster:
+                    from quantmark.sweep.fleet.dispatch import dispatch
 
-                ran = dispatch(spec, root, todo, entries, record, console)
-            else:
-                ran = _run_here(root, spec, todo, record, advance)
-        except KeyboardInterrupt:
-            console.print(f"interrupted: finished cells are kept in "
-                          f"{escape(str(root / MANIFEST))}; run the same command to resume")
-            raise
+                    ran = dispatch(spec, root, todo, entries, record, console)
+                else:
+                    ran = _run_here(root, spec, todo, record, advance)
+            except KeyboardInterrupt:
+                console.print(f"interrupted: finished cells are kept in "
+                              f"{escape(str(root / MANIFEST))}; run the same command to resume")
+                raise
     counts = Counter(entries[cell.id]["status"] for cell in plan)
     return SweepOutcome(root, dict(counts), ran)
 
 
+def _resume(root: Path, spec: SweepSpec, plan: list[Cell], manifest: SweepManifest,
+            inputs: Inputs, done: tuple[str, ...], console: Console) -> list[Cell]:
+    """The cells to run: each finished one is kept only when its inputs are today's and its
+    files as it left them; one line says which run again and why, one warning which were
+    damaged (their folders moved aside). Finished results of other inputs: a one-line
+    refusal (``resume.decide``)."""
+    found = decide(root, spec, plan, manifest.cells, manifest.settings, inputs, done)
+    manifest.settings = spec.measuring_settings()  # today's paths, for people
+    for cell_id, why in found.damaged.items():
+        entry = manifest.cells[cell_id]
+        aside = set_aside(root, entry)
+        kept = f"; kept in {aside}" if aside else ""
+        manifest.cells[cell_id] = {**entry, "status": "damaged", "message": why + kept}
+    write_record(root / MANIFEST, manifest)
+    if found.damaged:
+        log.warning("%d finished cell(s) of %s cannot be trusted and run again (their folders "
+                    "moved aside): %s", len(found.damaged), root, grouped(found.damaged))
+    if found.kept:
+        console.print(f"resuming {escape(str(root))}: {found.kept} of {len(plan)} cells "
+                      "already finished")
+    if found.rerun:
+        console.print(f"re-running {len(found.rerun)} finished cell(s) measured with other "
+                      f"inputs: {escape(grouped(found.rerun))}", soft_wrap=True)
+    return found.todo
+
+
 def _open_manifest(root: Path, spec: SweepSpec) -> SweepManifest:
     """The folder's manifest (a new one for a new sweep); a sweep measured with other settings
-    is a one-line error rather than a mix of two measurements."""
+    is a one-line error rather than a mix of two measurements. Settings that name a file or a
+    dataset are compared by content, cell by cell (``resume.decide``), not here."""
     manifest = read_manifest(root) or SweepManifest(settings=spec.measuring_settings())
     # a setting an older manifest lacks was measured at its default (workers, model_path)
     defaults = SweepSpec(models=[], suts=[]).measuring_settings()
     manifest.settings = {**defaults, **manifest.settings}
-    if manifest.settings != spec.measuring_settings():
-        changed = sorted(k for k, v in spec.measuring_settings().items()
-                         if manifest.settings.get(k) != v)
+    now = spec.measuring_settings()
+    changed = sorted(k for k, v in now.items()
+                     if k not in PATH_SETTINGS and manifest.settings.get(k) != v)
+    if changed:
         raise UserError(f"{root} holds a sweep measured with other settings "
                         f"({', '.join(changed)}); keep them to resume, or use a new --output")
     manifest.spec = dict(vars(spec))

@@ -306,11 +306,20 @@ def _check_batches_fit(spec: SweepSpec) -> None:
     hold, for every model at its largest size: found now, not as a crashed cell an hour in.
     (SingleStream cells run batch 1.)"""
     from quantmark.models.zoo import get_model
-    from quantmark.run.checks import check_batch_fits, check_dataset
+    from quantmark.qsl.footprint import check_memory
+    from quantmark.run.checks import (
+        MEMINFO,
+        available_memory,
+        check_batch_fits,
+        check_dataset,
+        dataset_size,
+    )
     from quantmark.sut.ensemble.members import parse_members
 
     folders = spec.datasets or [spec.dataset_path]
     members = [m.model for text in spec.ensembles for m in parse_members(text)]
+    batched = any(scenario != "SingleStream" for scenario in spec.scenarios)
+    batch = max(spec.batch_sizes) if batched else 1  # a SingleStream-only sweep runs batch 1
     for model in dict.fromkeys(spec.models + members):
         specs = axes.sized_specs(spec, model) if model in spec.models else [get_model(model)]
         largest = max(specs, key=lambda s: s.channels * s.input_size * s.input_width)
@@ -320,8 +329,12 @@ def _check_batches_fit(spec: SweepSpec) -> None:
                 check_dataset(folder, spec.labels)
             else:  # another task's folder (COCO, YOLO, texts) is its task's to read
                 images = len(_task_dataset(spec, model, folder, largest).all_items)
-            check_batch_fits(max(spec.batch_sizes), largest, folder, flag="--batch-sizes",
-                             images=images)
+            check_batch_fits(batch, largest, folder, flag="--batch-sizes", images=images)
+            if largest.task != "text":  # an image set: its loaded samples fit in memory
+                # (the built-in set holds a performance set at least: that bounds what loads)
+                count = images or (dataset_size(folder) if folder
+                                   else largest.performance_sample_count)
+                check_memory(largest, count, available_memory(MEMINFO))
 
 
 def _task_dataset(spec: SweepSpec, model: str, folder: str | None, model_spec: Any) -> Any:

@@ -53,16 +53,19 @@ class SweepSpec:
     placement: list[str] = field(default_factory=list)  # "SUT_PATTERN:REQ,REQ" rules
 
     def measuring_settings(self) -> dict[str, Any]:
-        """What must match for cells of two runs of the sweep to be compared (resume)."""
+        """What must match for cells of two runs of the sweep to be compared (resume). The
+        paths are kept for people: resuming compares the files and datasets they name by
+        content, cell by cell (``quantmark.sweep.resume``), never by path."""
         return {"seconds": self.seconds, "official": self.official, "threads": self.threads,
-                "workers": self.workers, "model_path": _absolute(self.model_path),
-                "dataset_path": _absolute(self.dataset_path),
+                "workers": self.workers, "model_path": absolute(self.model_path),
+                "dataset_path": absolute(self.dataset_path),
                 "num_classes": self.num_classes, "preprocess": self.preprocess,
-                "labels": _absolute(self.labels),
-                "calibration_list": _absolute(self.calibration_list),
-                "user_conf": _absolute(self.user_conf), "padding": self.padding,
-                "tokenizer": _absolute(self.tokenizer)}
+                "labels": absolute(self.labels),
+                "calibration_list": absolute(self.calibration_list),
+                "user_conf": absolute(self.user_conf), "padding": self.padding,
+                "tokenizer": absolute(self.tokenizer)}
 
 
-def _absolute(path: str | None) -> str | None:
+def absolute(path: str | None) -> str | None:
+    """A path setting as the manifest keeps it: absolute, ``~`` and symlinks resolved."""
     return str(Path(path).expanduser().resolve()) if path else None

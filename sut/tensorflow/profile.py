@@ -103,7 +103,7 @@ class _Row:
 
 def _check(backend: Any, samples: np.ndarray, iterations: int, warmup: int) -> None:
     """One line for what cannot be profiled here."""
-    from quantmark.sut.tensorflow.backend import TensorFlowBackend
+    from quantmark.sut.tensorflow.saved_model_backend import TensorFlowBackend
 
     name = getattr(backend, "name", type(backend).__name__)
     if not isinstance(backend, TensorFlowBackend):

@@ -36,9 +36,9 @@ import numpy as np
 
 from quantmark.sut.interface import SutOptions
 from quantmark.sut.layers import LayerCapture, LayerOutput, Recipe, to_nchw
-from quantmark.sut.tflite.backend import TFLiteBackend, dequantize, quantize
 from quantmark.sut.tflite.convert import prepare_tflite, tflite_sut
 from quantmark.sut.tflite.inspection import open_interpreter
+from quantmark.sut.tflite.interpreter_backend import TFLiteBackend, dequantize, quantize
 from quantmark.sut.tflite.recipe import DAMAGE, EXCLUSION
 from quantmark.sut.tflite.suts import TFLITE_INVOKE_OPTION, TFLITE_QUANTIZE_OPTION
 

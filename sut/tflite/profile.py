@@ -199,7 +199,7 @@ def _layers(rows: list[ToolRow], precisions: dict[int, str]) -> list[LayerTime]:
 def _encode(samples: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
     """The input as the backend feeds it: float as is, else quantized with the input tensor's
     scale and zero point (a raw-pixel model's unquantized uint8: only cast)."""
-    from quantmark.sut.tflite.backend import quantize
+    from quantmark.sut.tflite.interpreter_backend import quantize
 
     dtype = np.dtype(detail["dtype"])
     scale, zero_point = detail["quantization"]

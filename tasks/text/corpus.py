@@ -50,6 +50,16 @@ def corpus_hash() -> str:
     return _hash()
 
 
+def sentences_by_topic() -> dict[str, tuple[str, ...]]:
+    """Each manual topic's kept sentences, in the topic's order (a sentence may occur under
+    several topics: ``compound`` repeats ``if``'s). Labeled text for a classifier to learn:
+    which part of the manual a sentence comes from."""
+    topics = _topics()
+    return {key: tuple(dict.fromkeys(sentence for paragraph in _paragraphs(topics[key])
+                                     for sentence in _split(paragraph)))
+            for key in sorted(topics)}
+
+
 @functools.cache
 def _hash() -> str:
     return hashlib.sha256("\n".join(_sentences()).encode()).hexdigest()

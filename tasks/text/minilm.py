@@ -131,14 +131,21 @@ def trained_description(spec: Any = None) -> str:
 def encoder_module() -> nn.Module:
     """The encoder in eval mode: ``forward(input_ids, attention_mask, token_type_ids)`` (int64
     ``[batch, sequence]``) -> the float32 sentence embedding ``[batch, 384]``."""
+    bert = pretrained_bert()
+    bert.pooler = None  # sentence-transformers never uses BERT's pooled output
+    return _encoder_class()(bert).eval()
+
+
+def pretrained_bert(**config: Any) -> nn.Module:
+    """transformers' ``BertModel`` (eager attention, pooling layer included) with the package's
+    weights, every one used; ``config`` overrides the zip's config.json."""
     from safetensors.torch import load as load_safetensors
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(**model_config(), attn_implementation="eager")
-    bert = BertModel(config, add_pooling_layer=True)
+    bert = BertModel(BertConfig(**{**model_config(), **config}, attn_implementation="eager"),
+                     add_pooling_layer=True)
     _load_weights(bert, load_safetensors(package_file("model.safetensors")))
-    bert.pooler = None  # sentence-transformers never uses BERT's pooled output
-    return _encoder_class()(bert).eval()
+    return bert
 
 
 def _load_weights(model: nn.Module, state: dict[str, torch.Tensor]) -> None:

@@ -67,6 +67,42 @@ def test_bad_recipe_values_are_one_line(value, flags, words) -> None:
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("flags", "words"), [
+    ({"std": "-1,1,1"}, r"std '-1,1,1': a negative std flips the channel's sign"),
+    ({"std": "-58.4"}, "a negative std"),
+    ({"std": "nan,1,1"}, "give 1 or 3 numbers"),
+    ({"std": "1,inf,1"}, "give 1 or 3 numbers"),
+    ({"mean": "-5,0,0"}, r"within the pixels' range \(0-255 pixel units\)"),
+    ({"mean": "300"}, r"within the pixels' range \(0-255 pixel units\)"),
+    ({"mean": "0.5,120,0.5", "scale": 255}, r"\(0-1 units with scale 255\)"),
+    ({"mean": "nan"}, "give 1 or 3 numbers"),
+    ({"scale": -255}, "positive number"),
+    ({"scale": float("inf")}, "positive number"),
+    ({"resize_short": 2.5}, "a whole one"),
+])
+def test_a_meaningless_normalisation_is_refused_as_a_zero_std_is(flags, words) -> None:
+    """Issue 43: a negative --std was accepted where 0 was refused (so were a negative or
+    out-of-range mean); each is one line now, from the flags or a recipe file alike."""
+    with pytest.raises(UserError, match=words) as err:
+        recipe_data(None, flags)
+    assert "\n" not in str(err.value)
+    assert recipe_data(None, {"mean": "0.485,0.456,0.406", "std": "0.229,0.224,0.225",
+                              "scale": 255})  # the usual 0-1 units hold
+
+
+def test_a_short_side_below_the_input_size_names_both() -> None:
+    """Issue 43: --resize-short 200 on a 224 input ended in the child's traceback (exit 3);
+    it is one line naming both numbers, found where the spec is resolved (the parent)."""
+    resnet = get_model("resnet50")
+    with pytest.raises(UserError, match=r"--resize-short 200 is below the input size "
+                                        r"224x224: .* at least 224; pass --resize-short 224 "
+                                        "or more, or --resize stretch"):
+        apply(resnet, recipe_data(None, {"resize_short": 200}))
+    wide = apply(resnet, recipe_data(None, {"preset": "cifar10", "resize_short": 200}))
+    assert wide.resize_rule == "stretch"  # another rule never crops: the short side is moot
+    assert apply(resnet, recipe_data(None, {"resize_short": 224})).resize_short == 224
+
+
 def test_bad_recipe_files_are_one_line(tmp_path: Path) -> None:
     broken = tmp_path / "r.json"
     broken.write_text("{not json")

@@ -126,3 +126,36 @@ def test_inspect_reports_layout_and_names(tmp_path: Path) -> None:
 def test_built_in_specs_are_unchanged_without_flags() -> None:
     for name in ("resnet50", "efficientnet-lite1", "mobilenetv2"):
         assert resolve_spec(config(model=name)) == get_model(name)
+
+
+def test_two_class_outputs_are_refused_naming_both_and_the_fix(tmp_path: Path) -> None:
+    """Issue 43: of two [N, 10] outputs the first was scored without a word; which one is the
+    classifier's is the user's to say: one line naming both and how to keep one."""
+    path = onnx_file(tmp_path / "two.onnx", [("x", ["N", 3, 32, 32], TensorProto.FLOAT)],
+                     [("logits", ["N", 10]), ("aux", ["N", 10])])
+    with pytest.raises(UserError) as err:
+        resolve_spec(config(model="two", model_path=str(path)))
+    message = str(err.value)
+    assert "\n" not in message and "has 2 float [N, classes] outputs ('logits' and 'aux')" \
+        in message
+    assert (f"onnx.utils.extract_model('{path}', 'one.onnx', ['x'], ['logits'])" in message)
+    one = onnx_file(tmp_path / "one.onnx", [("x", ["N", 3, 32, 32], TensorProto.FLOAT)],
+                    [("logits", ["N", 10]), ("boxes", ["N", 10, 4])])
+    assert inspect_onnx(one, "one").output_name == "logits"  # one [N, classes] output: it
+
+
+def test_an_empty_onnx_file_is_not_a_model(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(UserError, match="is not a valid ONNX model .*holds no graph"):
+        resolve_spec(config(model="empty", model_path=str(empty)))
+
+
+@pytest.mark.parametrize("fields", [{"seq_len": 64}, {"padding": "dynamic"},
+                                    {"tokenizer": "tokenizer.json"}])
+def test_a_text_setting_on_an_image_model_is_refused(fields) -> None:
+    """--seq-len, --padding and --tokenizer on an image model were ignored without a word."""
+    flag = "--" + next(iter(fields)).replace("_", "-")
+    with pytest.raises(UserError, match=f"{flag} .* is a text model's setting, and model "
+                                        "resnet50 takes images"):
+        resolve_spec(config(**fields))

@@ -105,7 +105,11 @@ def test_val_groups_name_each_crops_source_photo(builtin_root: Path) -> None:
     assert groups is not None and list(groups) == [rel for rel, _ in ds.all_items]
     by_group = {p.group: p.label for p, _ in available_photos()}
     assert set(groups.values()) == set(by_group)
-    assert {"motorcycle_left", "motorcycle_right"} <= set(by_group)  # one label, two photos
+    # the stereo pair (two views of one motorcycle in one garage) is one source, not two:
+    # counted as two, seeded sets covered the true change 92.7% of the time
+    assert "motorcycle" in by_group and not {"motorcycle_left", "motorcycle_right"} & set(
+        groups.values())
+    assert len(set(groups.values())) == len({p.resource for p, _ in available_photos()}) - 1
     for rel, label in ds.all_items:
         assert by_group[groups[rel]] == label
 

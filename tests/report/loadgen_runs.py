@@ -87,3 +87,61 @@ def cut_before(path: Path, key: str, extra: int = 0) -> None:
     text = path.read_text()
     start = text.index(f'{{"key": "{key}"') - len(":::MLLOG ")
     path.write_text(text[:start + extra])
+
+
+#: the summary's label of a detail key it prints (its results section and Additional Stats)
+SUMMARY_LABELS = {
+    "result_validity": "Result is",
+    "result_samples_per_second": "Samples per second",
+    "result_completed_samples_per_sec": "Completed samples per second",
+    "result_min_duration_met": "Min duration satisfied",
+    **{f"result_{p}_percentile_latency_ns": f"{p} percentile latency (ns)"
+       for p in ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")},
+}
+
+
+def _summary_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "Yes" if value else "NO"
+    return str(value)
+
+
+def relog(folder: Path, **values: Any) -> None:
+    """Rewrite a run's LoadGen logs as if LoadGen had logged ``values`` (detail key -> value):
+    the first line of each key in the detail log, and the summary's lines that print it (a
+    percentile's headline too), so the two logs agree as LoadGen's do. A test's known figure,
+    in logs that say it."""
+    detail = folder / "mlperf_log_detail.txt"
+    lines, left = [], dict(values)
+    for line in detail.read_text().split("\n"):
+        if line.startswith(":::MLLOG "):
+            entry = json.loads(line[len(":::MLLOG "):])
+            if entry["key"] in left:
+                entry["value"] = left.pop(entry["key"])
+                line = ":::MLLOG " + json.dumps(entry)
+        lines.append(line)
+    assert not left, f"no such keys in the detail log: {sorted(left)}"
+    detail.write_text("\n".join(lines))
+    summary = folder / "mlperf_log_summary.txt"
+    if not summary.is_file():
+        return
+    labels = {label: _summary_value(values[key]) for key, label in SUMMARY_LABELS.items()
+              if key in values}
+    for key, value in values.items():  # the headline: "90.0th percentile latency (ns)"
+        if key.startswith("result_") and "_percentile_" in key:
+            percent = float(key.split("_")[1])
+            labels[f"{percent:.1f}th percentile latency (ns)"] = str(value)
+    out = []
+    for line in summary.read_text().split("\n"):
+        label, colon, _ = line.partition(":")
+        if colon and label.strip() in labels:
+            line = f"{label}: {labels[label.strip()]}"
+        out.append(line)
+    summary.write_text("\n".join(out))
+
+
+def logged_at(epoch_s: float) -> str:
+    """``test_datetime`` as LoadGen logs the second a test began."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -170,3 +170,36 @@ def test_a_tie_within_one_sut_says_the_sut_is_decided(tmp_path: Path) -> None:
     lines = recommend_section.answer_lines(record)
     assert lines[1] == ("All of them are ov-int8: the SUT is decided; its settings tried here "
                         "made no difference these runs could measure")
+
+
+def test_cannot_tell_is_said_with_what_would_tell_it(tmp_path: Path) -> None:
+    """Issue 43: a candidate whose accuracy interval holds the limit is listed as "cannot
+    tell" beside a winner; with no candidate known to meet the limits, nothing is
+    recommended and the answer says why, with the set's resolving power."""
+    lossy_line = (f"{LOSSY.key}: cannot tell whether it meets max_accuracy_drop 1: 1.2 "
+                  "[-0.1, 2.5] holds the limit; this set (7 independent units) resolves a "
+                  "paired change of about ±1.3 points")
+    for verdict, head in (("winner", f"Not ruled out: {LOSSY.key} might beat it"),
+                          ("cannot tell", "Nothing recommended: no candidate is known to meet "
+                                          f"the limits, and {LOSSY.key} cannot be told")):
+        outcome = _outcome(tmp_path / verdict, verdict)
+        outcome.cannot_tell_why = {LOSSY.key: [lossy_line]}
+        record = answer.build_record(outcome, model="m", scenario="SingleStream", commands={},
+                                     config={}, started=0.0)
+        lines = recommend_section.answer_lines(record)
+        at = next(i for i, line in enumerate(lines) if line.startswith(head))
+        assert lines[at + 1] == f"  {lossy_line}"
+        assert (verdict == "winner") == any(line.startswith("Recommended:") for line in lines)
+        loaded = RecommendationRecord.from_dict(record.to_dict())
+        assert loaded.cannot_tell == {LOSSY.key: [lossy_line]}
+
+
+def test_an_accuracy_line_names_what_the_set_resolves(tmp_path: Path) -> None:
+    outcome = _outcome(tmp_path)
+    fast = outcome.recommended
+    fast.accuracy = AccuracyResult(69.6, -0.4, -4.9, 4.1, "ort-fp32", 4.2, units=7)
+    record = answer.build_record(outcome, model="m", scenario="SingleStream", commands={},
+                                 config={}, started=0.0)
+    text = "\n".join(recommend_section.answer_lines(record))
+    assert "-0.40 [-4.90, +4.10] pts (top-1 69.60%); the set resolves about ±4.5 points (7 " \
+           "independent units)" in text

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from quantmark.report.characterize import load
 from quantmark.report.stats import family_confidence, speedup
 from quantmark.report.sweep_report import write
 from quantmark.report.workload_tables import csv_texts, dataset_rows, size_groups, size_rows
-from tests.report.loadgen_runs import copy_run, loadgen_run
+from tests.report.loadgen_runs import copy_run, loadgen_run, relog
 from tests.report.test_accuracy import hexf, write_val_map
 
 # samples/s per repeat: INT8 gains less as the input grows (as it would on a real CPU)
@@ -53,9 +52,7 @@ def _results(sut: str, size: str, mode: str = "performance", dataset: str | None
 def _performance_run(offline: Path, folder: Path, results: dict[str, Any], value: float) -> None:
     """LoadGen's own logs of a run, its samples/s set to ``value``, and its results.json."""
     copy_run(offline, folder)
-    detail = folder / "mlperf_log_detail.txt"
-    detail.write_text(re.sub(r'("key": "result_samples_per_second", "value": )[0-9.e+-]+',
-                             rf"\g<1>{value}", detail.read_text()))
+    relog(folder, result_samples_per_second=value)  # the detail log and the summary
     (folder / "results.json").write_text(json.dumps(results))
 
 

@@ -162,6 +162,42 @@ def test_a_budget_too_small_for_one_run_of_each_sut_is_one_line(tmp_path: Path, 
     assert _recommend(tmp_path, "--budget", "0.3") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "raise --budget" in err[0]
+    # the minimum: three runs of 5 s with 5 s of start each
+    assert "cannot race the 3 SUTs' base candidates once each" in err[0]
+    assert "it needs at least 0.5 min; raise --budget to 0.5 or more" in err[0]
+
+
+class SlowFirst(StandInMeasurer):
+    """The stand-in, where ``slow``'s first run takes ``seconds_first`` (a conversion)."""
+
+    def __init__(self, space: Space, slow: str, seconds_first: float, **kwargs: object) -> None:
+        super().__init__(space, **kwargs)  # type: ignore[arg-type]
+        self.slow, self.seconds_first = slow, seconds_first
+
+    def run(self, candidate: Candidate, seconds: float) -> Measurement:
+        found = super().run(candidate, seconds)
+        if candidate.sut == self.slow and self.runs[candidate.key] == 1:
+            return Measurement(**{**found.__dict__, "seconds": self.seconds_first})
+        return found
+
+
+def test_a_budget_spent_before_every_sut_ran_recommends_none_of_them(tmp_path: Path, stand_in,
+                                                                     capsys) -> None:
+    """Issue 43 item 6: fp32-a's first run takes 110 s of a 2-minute budget; int8-a and
+    int8-b never run. Exit 0 with no recommendation: the screen names the candidates not
+    raced, and nothing is recommended over them."""
+    stand_in(THREE, SlowFirst(THREE, "fp32-a", 110.0, seed=6, invalid_rate=0.0,
+                              disturbed_rate=0.0))
+    assert _recommend(tmp_path, "--budget", "2") == 0
+    out = capsys.readouterr().out
+    assert "Recommended:" not in out
+    assert (f"Cannot tell {FP32.key} and {INT8.key} and {LOSSY.key} apart within the budget"
+            in out)
+    assert f"not raced (the budget ended before their first run): {INT8.key}, {LOSSY.key}" \
+        in " ".join(out.split())
+    record = _record(tmp_path)
+    assert record.verdict == "undecided" and record.recommended is None
+    assert record.tied == [FP32.key, INT8.key, LOSSY.key]
 
 
 def test_interrupted_then_resumed_without_measuring_twice(tmp_path: Path, stand_in,

@@ -16,6 +16,7 @@ from quantmark.commands import regress as regress_verb
 from quantmark.store.points import Point, SeriesKey
 from quantmark.store.regress_simulate import BASE_ENVIRONMENT, job_point
 from tests.quantmark.store import backends
+from tests.quantmark.store.run_folders import write_run
 
 postgres, store_url = backends.postgres, backends.store_url  # the two back ends
 ROOT = Path(__file__).resolve().parents[3]
@@ -101,17 +102,25 @@ def _default_job(jobs: int, slower: float, threads: int) -> list[Point]:
     return points
 
 
-@pytest.mark.parametrize(("slower", "threads", "code", "outcome"), [
-    (1.0, 2, 0, "no measurable change"), (1.8, 1, 1, "regressed")])
-def test_the_default_job_run_twice(store, capsys, slower: float, threads: int, code: int,
-                                   outcome: str):
+@pytest.mark.parametrize(("slower", "threads", "flags", "code", "outcome"), [
+    (1.0, 2, [], 0, "too little history"), (1.8, 1, [], 0, "too little history"),
+    (3.0, 1, [], 1, "regressed"),
+    (1.0, 2, ["--assume-drift"], 0, "no measurable change"),
+    (1.8, 1, ["--assume-drift"], 1, "regressed")])
+def test_the_default_job_run_twice(store, capsys, slower: float, threads: int,
+                                   flags: list[str], code: int, outcome: str):
     """``python run.py`` then ``python run.py`` again (or with ``--threads 1``): one earlier
-    job per series, judged with the within-job fallback."""
+    job per series. Its drift cannot be told from a change: exit 1 only beyond 2x, or on the
+    within-job fallback's assumption when ``--assume-drift`` asks for it."""
     store(_default_job(2, slower, threads))
-    assert cli.main(["regress"]) == code
+    assert cli.main(["regress", *flags]) == code
     out = capsys.readouterr().out
-    assert out.count(f"{outcome}: ") == 4 and "within-job spread only" in out
+    assert out.count(f"{outcome}: ") == 4
     assert out.count("what changed: settings.threads 2 -> 1") == (4 if code else 0)
+    if outcome == "too little history":
+        assert "1 earlier clean job (3+ measure the drift)" in out and "--assume-drift" in out
+    else:
+        assert "within-job spread only" in out
 
 
 def test_an_improvement_does_not_fail_the_gate(store, capsys):
@@ -178,13 +187,12 @@ def _write_jobs(root: Path, slowed: float, threads: int) -> None:
         for i, run_noise in enumerate((0.98, 1.0, 1.02)):
             rate = 20.0 * math.exp(drift) * run_noise / (slowed if newest else 1.0)
             run = json.loads(json.dumps(record))
-            run["summary"].update(samples_per_second=rate, metric_value=rate)
             run["times"]["loadgen_started_at"] = start + j * DAY_S + i * 60.0
             run["config"]["threads"] = threads if newest else 2
             run["repeat"] = {"set": f"job{j}", "of": 3, "index": i + 1}
-            folder = root / f"job{j}" / f"run_{i + 1}"
-            folder.mkdir(parents=True)
-            (folder / "results.json").write_text(json.dumps(run))
+            # its LoadGen logs say the rate (the store checks results.json against them)
+            write_run(root / f"job{j}" / f"run_{i + 1}", run, EXAMPLE_RUN.parent,
+                      result_samples_per_second=rate)
 
 
 @pytest.mark.parametrize(("slowed", "threads", "code"), [(1.0, 2, 0), (1.8, 1, 1)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from quantmark import cli
+from quantmark.store import store_schema as schema
 from quantmark.store.results_store import open_store
 from tests.conftest import run_cli
 from tests.quantmark.store import backends
@@ -45,7 +46,7 @@ def test_a_results_folder_with_a_repeat_set_imports_as_one_job_twice_over(store_
     assert cli.main(["store", "info"]) == 0
     info = capsys.readouterr().out
     assert "jobs: 2 (1 repeat-set, 1 run)" in info and "records: 4" in info
-    assert "series: 2" in info and "schema: 1" in info
+    assert "series: 2" in info and f"schema: {schema.current_version()}" in info
 
 
 def test_the_flag_wins_over_the_environment(tmp_path, capsys, monkeypatch):

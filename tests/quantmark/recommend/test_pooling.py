@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from quantmark.recommend import answer, judging
+from quantmark.recommend import answer, judging, verdicts
 from quantmark.recommend.candidates import Candidate, Evidence, Limits, Measurement
 from quantmark.recommend.pooling import POOL_MIN_DF, Pool, pool, pooled_interval
 from quantmark.recommend.search import SearchConfig, search
@@ -140,13 +140,48 @@ def test_an_early_dropped_candidate_is_no_rival_in_the_verdict():
     early = Evidence(Candidate("e"), [quiet(6.5)], dropped="clearly above a", dropped_round=2)
     others = [Evidence(Candidate(f"s{i}"), [quiet(10.0 + i), quiet(10.1 + i)],
                        dropped="clearly above a", dropped_round=2) for i in range(8)]
-    outcome = judging.verdict([best, early, *others], config, out_of_budget=False)
+    outcome = verdicts.verdict([best, early, *others], config, out_of_budget=False)
     assert outcome.verdict == "winner" and outcome.recommended is best
     # the same runs without the pool (the others' second runs gone): E has no interval of
     # its own, and can be told from A by none: still racing, it is a rival
     lone = [Evidence(item.candidate, item.runs[:1], dropped=item.dropped) for item in others]
     racing = Evidence(early.candidate, early.runs)
-    outcome = judging.verdict([best, racing, *lone], config, out_of_budget=False)
+    outcome = verdicts.verdict([best, racing, *lone], config, out_of_budget=False)
     assert outcome.verdict == "tied" and racing in outcome.tied
-    outcome = judging.verdict([best, racing, *others], config, out_of_budget=False)
+    outcome = verdicts.verdict([best, racing, *others], config, out_of_budget=False)
     assert outcome.verdict == "winner"
+
+
+def _one_run_coverage(rng: np.random.Generator, trials: int, spreads: list[float],
+                      new_spread: float, slow_share: float = 0.0) -> float:
+    """Ten candidates of two quiet runs (log-normal, each its own spread; ``slow_share`` of
+    runs 40% slower, unflagged) pool the noise; a new candidate's one-run interval holds its
+    true median how often?"""
+    def noise(sd: float, n: int) -> np.ndarray:
+        return rng.normal(0, sd, n) - math.log(1.4) * (rng.random(n) < slow_share)
+    # the median of the slow-run mixture, found on a fine grid
+    grid = np.linspace(-0.5, 0.5, 20001)
+    cdf = (1 - slow_share) * stats.norm.cdf(grid / new_spread) + slow_share * stats.norm.cdf(
+        (grid + math.log(1.4)) / new_spread)
+    median = float(grid[np.searchsorted(cdf, 0.5)])
+    covered = 0
+    for _ in range(trials):
+        evidence = [Evidence(Candidate(f"s{i}"), [quiet(float(np.exp(c + v)))
+                                                   for v in noise(sd, 2)])
+                    for i, (c, sd) in enumerate(zip(rng.uniform(1, 4, 10), spreads,
+                                                    strict=True))]
+        truth = float(rng.uniform(1.0, 4.0))
+        one = pooled_interval([float(np.exp(truth + noise(new_spread, 1)[0]))],
+                              pool(evidence, "latency_ms"), 0.95)
+        covered += one.low <= math.exp(truth + median) <= one.high
+    return covered / trials
+
+
+def test_the_documented_limits_of_the_one_run_interval():
+    """pooling's docstring says what the interval holds: 95% where a candidate spreads like
+    the pool, less for a candidate noisier than the pool or a slow run nobody flagged."""
+    rng = np.random.default_rng(8)
+    assert 0.935 <= _one_run_coverage(rng, 2000, [0.06] * 10, 0.06) <= 0.965
+    mixed = [0.03, 0.06, 0.12] * 3 + [0.03]
+    assert 0.75 <= _one_run_coverage(rng, 2000, mixed, 0.12) <= 0.83  # documented: 79%
+    assert 0.89 <= _one_run_coverage(rng, 2000, [0.06] * 10, 0.06, 0.1) <= 0.93  # 91%

@@ -1,7 +1,10 @@
-"""run.py compare on folders of repeated runs whose figures are known."""
+"""run.py compare on folders of repeated runs whose figures are known: real LoadGen logs,
+rewritten to say each run's figure (``relog``), with the results.json the runner writes from
+them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -11,9 +14,10 @@ import pytest
 
 from quantmark.ground.errors import UserError
 from quantmark.report.current_set import current_set
+from quantmark.report.loadgen_log import DETAIL_FILE, OFFICIAL_METRIC, summarize_file
 from quantmark.run.comparison import compare, resolve, verdict_line
 from tests.conftest import run_cli
-from tests.report.loadgen_runs import cut_before, loadgen_run
+from tests.report.loadgen_runs import cut_before, loadgen_run, logged_at, relog
 
 LOGS: dict[str, Path] = {}  # scenario -> a real LoadGen run's logs (whole, VALID)
 
@@ -25,24 +29,30 @@ def loadgen_logs(tmp_path_factory) -> None:
         LOGS[scenario] = loadgen_run(root / scenario, scenario)
 
 
-def fake_run(folder: Path, value: float, *, unit: str = "samples/s", set_id: str = "s1",
-             index: int = 1, ended: float = 0.0, sut: str = "ort-fp32",
-             scenario: str = "Offline", disturbed: bool | None = False,
-             validity: str = "VALID", config: dict[str, Any] | None = None,
-             model: dict[str, Any] | None = None) -> Path:
-    """A performance run folder as quantmark leaves it: a real LoadGen run's logs, and a
-    results.json with what compare reads (its figure, validity and what ran)."""
+STARTS = itertools.count()  # each run its own LoadGen start, a minute apart
+T0 = 1_790_000_000.0
+
+
+def fake_run(folder: Path, value: float, *, set_id: str = "s1", index: int = 1,
+             ended: float = 0.0, sut: str = "ort-fp32", scenario: str = "Offline",
+             disturbed: bool | None = False, validity: str = "VALID",
+             config: dict[str, Any] | None = None, model: dict[str, Any] | None = None
+             ) -> Path:
+    """A performance run folder as quantmark leaves it: a real LoadGen run's logs saying
+    ``value`` (the scenario's official metric) and ``validity``, and a results.json with what
+    compare reads (what ran) and LoadGen's summary, as the runner writes it."""
     shutil.copytree(LOGS[scenario], folder)
-    record = {"config": {"sut": sut, "model": "m", "quick": True, **(config or {})},
+    started = T0 + 60 * next(STARTS)
+    relog(folder, **{OFFICIAL_METRIC[scenario][0]: value}, result_validity=validity,
+          result_min_duration_met=validity == "VALID", test_datetime=logged_at(started))
+    record = {"config": {"sut": sut, "model": "m", "quick": True, "scenario": scenario,
+                         **(config or {})},
               "model": model or {},
               "settings": {"quantmark_set": {"target_qps": 1.0}},
-              "summary": {"scenario": scenario, "metric_name": "samples_per_second",
-                          "metric_unit": unit, "metric_value": value, "validity": validity,
-                          "unmet_checks": [] if validity == "VALID" else ["min duration"],
-                          "invalid_reason": None if validity == "VALID" else
-                          "Reduce expected QPS so the loadgen pre-generates more queries"},
+              "summary": summarize_file(folder / DETAIL_FILE).to_dict(),
               "repeat": {"set": set_id, "index": index, "of": 3},
-              "times": {"loadgen_ended_at": ended or float(index)},
+              "times": {"loadgen_ended_at": ended or float(index),
+                        "loadgen_started_at": started},
               "interference": {"disturbed": disturbed,
                                "why": ["other processes used 1.60 of 2 cores"]}}
     (folder / "results.json").write_text(json.dumps(record))
@@ -73,8 +83,8 @@ def test_the_same_figures_are_no_measurable_difference(tmp_path) -> None:
 
 
 def test_latency_runs_compare_the_right_way(tmp_path) -> None:
-    a = results_tree(tmp_path / "a", [8e6, 8.1e6, 7.9e6], unit="ns")
-    b = results_tree(tmp_path / "b", [4e6, 4.1e6, 3.9e6], unit="ns")
+    a = results_tree(tmp_path / "a", [8e6, 8.1e6, 7.9e6], scenario="SingleStream")
+    b = results_tree(tmp_path / "b", [4e6, 4.1e6, 3.9e6], scenario="SingleStream")
     _, _, ratio = compare(str(a), str(b), paired=True)
     assert ratio.verdict == "faster" and ratio.point == pytest.approx(2.0, rel=0.02)
 
@@ -98,7 +108,7 @@ def test_a_sweep_cell_names_its_repeats(tmp_path) -> None:
         fake_run(cell / f"Offline-b8-r{repeat}" / "sys" / "m" / "Offline" / "performance" /
                  "run_1", value)
     fake_run(cell / "SingleStream-b1-r1" / "sys" / "m" / "SingleStream" / "performance" /
-             "run_1", 4e6, unit="ns", scenario="SingleStream")
+             "run_1", 4e6, scenario="SingleStream")
     assert len(resolve(str(cell / "Offline-b8"))) == 2
     with pytest.raises(UserError, match="different tests"):
         compare(str(cell), str(cell))
@@ -106,7 +116,7 @@ def test_a_sweep_cell_names_its_repeats(tmp_path) -> None:
 
 def test_bad_sides_are_one_line_errors(tmp_path) -> None:
     a = results_tree(tmp_path / "a", [40.0, 41.0])
-    b = results_tree(tmp_path / "b", [4e6, 4.1e6], unit="ns", scenario="SingleStream")
+    b = results_tree(tmp_path / "b", [4e6, 4.1e6], scenario="SingleStream")
     with pytest.raises(UserError, match="same scenario"):
         compare(str(a), str(b))
     with pytest.raises(UserError, match="neither a folder nor a sweep cell"):
@@ -158,17 +168,21 @@ def test_invalid_and_incomplete_runs_are_left_out_and_named(tmp_path) -> None:
     for index, (value, validity) in enumerate([(80.0, "VALID"), (7000.0, "INVALID"),
                                                (82.0, "VALID"), (9000.0, "VALID")], 1):
         fake_run(perf / f"run_{index}", value, index=index, validity=validity)
-    cut_before(perf / "run_4" / "mlperf_log_detail.txt", "result_validity")  # truncated log
+    # a copy cut short: its results.json (written from the whole log) says VALID
+    cut_before(perf / "run_4" / "mlperf_log_detail.txt", "result_validity")
     _, side_b, ratio = compare(str(a), str(tmp_path / "b"))
     assert side_b.values == [80.0, 82.0] and ratio.point == pytest.approx(2.0, rel=0.03)
     assert [run.name for run, _ in side_b.left_out] == ["run_2", "run_4"]
+    assert [run.name for run, _ in side_b.flagged] == ["run_4"]
     done = run_cli("compare", str(a), str(tmp_path / "b"), timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # run_4's results.json is not what LoadGen says
     lines = [line for line in done.stdout.splitlines() if line.startswith("B: left out")]
     assert len(lines) == 2 and "run_2: INVALID: min duration not met" in lines[0]
     assert "incomplete: mlperf_log_detail.txt" in lines[1]
     assert "Reduce expected QPS" not in done.stdout  # a quick run: quantmark's words
     assert "2 (2 left out)" in done.stdout
+    assert "B: host-ort-fp32/m/Offline/performance/run_4: results.json disagrees with " \
+           "LoadGen's logs (it says VALID, but LoadGen's logs are not whole" in done.stdout
 
 
 def test_a_side_with_no_usable_run_is_an_error(tmp_path) -> None:

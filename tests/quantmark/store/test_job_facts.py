@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -67,16 +68,19 @@ def test_runs_of_a_repeat_set_share_one_job_in_the_sets_folder(tmp_path):
 
 
 def test_accuracy_and_audit_runs_are_jobs_without_a_figure(tmp_path):
-    data = template()
-    data["config"]["mode"] = "accuracy"
+    accuracy = tmp_path / "accuracy"
+    shutil.copytree(EXAMPLE_SWEEP / "runs" / "resnet50" / "ov-bf16" / "accuracy" / "vm-ov-bf16"
+                    / "resnet50" / "Offline" / "accuracy", accuracy)
+    data = json.loads((accuracy / "results.json").read_text())
     data["accuracy"] = {"top1": 71.25}
-    (tmp_path / "results.json").write_text(json.dumps(data))
-    facts = read_job(tmp_path / "results.json")
+    (accuracy / "results.json").write_text(json.dumps(data))
+    facts = read_job(accuracy / "results.json")
     assert (facts.kind, facts.series, facts.detail) == ("accuracy", None, {"top1": 71.25})
-    data = template()
+    run = make_run(tmp_path / "audit")  # an audit's logs are a performance run's
+    data = json.loads((run / "results.json").read_text())
     data["config"]["audit"] = "TEST04"
-    (tmp_path / "results.json").write_text(json.dumps(data))
-    facts = read_job(tmp_path / "results.json")
+    (run / "results.json").write_text(json.dumps(data))
+    facts = read_job(run / "results.json")
     assert (facts.kind, facts.series, facts.detail["test"]) == ("audit", None, "TEST04")
 
 

@@ -6,7 +6,6 @@ top-1; a record of before tasks keeps the detail it always had."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from quantmark import cli
 from quantmark.ground.metric import TOP1, Metric
 from quantmark.store.job_facts import read_job
 from quantmark.store.results_store import open_store
-from tests.quantmark.store.run_folders import T0, make_run, template
+from tests.quantmark.store.run_folders import ACCURACY_RUN, T0, make_run, template, write_run
 
 MAP = Metric(key="map", name="mAP@[.5:.95]", unit="%")
 
@@ -29,10 +28,7 @@ def accuracy_run(root: Path, *, model: str, sut: str, metric: Metric | None,
     if metric is not None:
         data["task"] = {"name": "detection" if metric == MAP else "classification",
                         "metric": metric.to_record()}
-    folder = root / f"vm-{sut}" / model / "Offline" / "accuracy"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps(data, indent=1))
-    return folder
+    return write_run(root / f"vm-{sut}" / model / "Offline" / "accuracy", data, ACCURACY_RUN)
 
 
 def study(root: Path) -> Path:

@@ -17,7 +17,14 @@ from quantmark.store import store_schema as schema
 from quantmark.store.job_facts import LATENCY_PERCENTILE
 from quantmark.store.results_store import Store, open_store, store_url
 from tests.conftest import run_python
-from tests.quantmark.store.run_folders import EXAMPLE_SWEEP, T0, make_run, template
+from tests.quantmark.store.run_folders import (
+    ACCURACY_RUN,
+    EXAMPLE_SWEEP,
+    T0,
+    make_run,
+    template,
+    write_run,
+)
 
 DAY = 86400.0
 
@@ -139,8 +146,9 @@ def test_a_store_written_by_a_newer_schema_is_refused_in_one_line(store_url):
 
 
 def test_migrations_run_in_order_in_one_transaction(store_url, monkeypatch):
+    steps = list(schema.MIGRATIONS)
     with open_store(store_url) as store:
-        assert store.schema == schema.current_version()
+        assert store.schema == schema.current_version() == len(steps)
     ran = []
 
     def step_2(connection):
@@ -155,9 +163,9 @@ def test_migrations_run_in_order_in_one_transaction(store_url, monkeypatch):
     with pytest.raises(RuntimeError, match="fails"):
         open_store(store_url)
     assert ran == [2, 3]
-    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-    with open_store(store_url) as store:  # still at schema 1, and step 2's table rolled back
-        assert store.schema == 1
+    monkeypatch.setattr(schema, "MIGRATIONS", steps)
+    with open_store(store_url) as store:  # still at its schema, and step_2's table rolled back
+        assert store.schema == len(steps)
         with store.engine.connect() as connection:
             assert not connection.dialect.has_table(connection, "planted")
 
@@ -233,12 +241,10 @@ def test_a_file_that_is_no_database_is_one_line(tmp_path):
 
 
 def test_records_of_every_kind_are_jobs_and_only_runs_have_figures(store_url, tmp_path):
-    accuracy = tmp_path / "acc"
-    accuracy.mkdir()
-    data = template()
+    data = template("Offline")
     data["config"]["mode"] = "accuracy"
     data["accuracy"] = {"top1": 75.5}
-    (accuracy / "results.json").write_text(json.dumps(data))
+    accuracy = write_run(tmp_path / "acc", data, ACCURACY_RUN)
     with open_store(store_url) as store:
         assert store.record(accuracy) == 1
         assert store.points() == []

@@ -12,6 +12,7 @@ from scipy import stats
 
 from quantmark.store.points import Point, SeriesKey
 from quantmark.store.regress_baseline import Baseline, parse_baseline
+from quantmark.store.regress_history import TOO_LITTLE
 from quantmark.store.regress_noise import MACHINE, OWN, OWN_FEW, WITHIN_ONLY
 from quantmark.store.regress_simulate import BASE_ENVIRONMENT, job_point
 from quantmark.store.verdicts import (
@@ -123,11 +124,27 @@ def test_few_jobs_borrow_the_noise_of_the_same_machine_only():
     assert machine_of(target[0]) == "sim" and machine_of(_on("other", target)[0]) == "other"
 
 
-def test_one_earlier_job_falls_back_to_the_within_job_spread():
-    verdict = _one(_series(LATENCY, 3.0, jobs=2))
+def test_one_earlier_job_falls_back_to_the_within_job_spread_when_asked():
+    verdict = _one(_series(LATENCY, 3.0, jobs=2), assume_drift=True)
     assert verdict.outcome == NO_CHANGE and verdict.noise.source == WITHIN_ONLY
     assert "within-job spread only, between-job assumed 3x it (an assumption: 5+ jobs " \
         "measure it)" in verdict.text()
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_one_or_two_earlier_jobs_are_too_little_history_unless_beyond_any_drift(jobs: int):
+    # 1.8x slower against one or two earlier jobs: drift or change? The assumption alone
+    # used to say "regressed" (exit 1); now it says it cannot separate the two
+    slower = _one(_series(LATENCY, 3.0, 1.8, jobs=jobs))
+    assert slower.outcome == TOO_LITTLE and slower.noise.source == WITHIN_ONLY
+    assert slower.ratio == pytest.approx(1.8, rel=0.1)
+    assert f"({jobs - 1} jobs): " in slower.text() and "too little history to separate " \
+        f"drift from change: {jobs - 1} earlier clean job" in slower.text()
+    assert _one(_series(LATENCY, 3.0, 1.8, jobs=jobs), assume_drift=True).outcome == REGRESSED
+    beyond = _one(_series(LATENCY, 3.0, 3.0, jobs=jobs))  # 3x: more than drift explains
+    assert beyond.outcome == REGRESSED and "beyond the 2x that drift between jobs" in \
+        beyond.text()
+    assert _one(_series(LATENCY, 3.0, 1 / 3, jobs=jobs)).outcome == IMPROVED
 
 
 def test_few_jobs_of_one_run_use_their_own_spread():

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -52,12 +51,10 @@ def _text_results(sut: str, seq_len: int, mode: str = "performance",
 
 def _text_run(source: Path, folder: Path, results: dict, value: float) -> None:
     """LoadGen's logs of a run, its samples/s set to ``value``, and its results.json."""
-    from tests.report.loadgen_runs import copy_run
+    from tests.report.loadgen_runs import copy_run, relog
 
     copy_run(source, folder)
-    detail = folder / "mlperf_log_detail.txt"
-    detail.write_text(re.sub(r'("key": "result_samples_per_second", "value": )[0-9.e+-]+',
-                             rf"\g<1>{value}", detail.read_text()))
+    relog(folder, result_samples_per_second=value)  # the detail log and the summary
     (folder / "results.json").write_text(json.dumps(results))
 
 

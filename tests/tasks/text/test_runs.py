@@ -110,7 +110,8 @@ def test_a_classifier_is_scored_on_a_text_label_csv(classifier: tuple[Path, Path
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (("--sut", "tflite-int8dyn"), "is a text encoder and no converter"),
+    (("--sut", "tflite-int8dyn", "--padding", "dynamic"), "--padding dynamic needs the "
+                                                          "sequence length to vary"),
     (("--sut", "ort-fp32", "--input-size", "64"), "a text model takes tokens"),
     (("--sut", "ort-fp32", "--seq-len", "4"), "seq"),
 ])
