@@ -22,6 +22,8 @@ from quantmark.ground.errors import SutError, UserError  # noqa: E402
 from quantmark.models.text_graph import TOKEN_INPUTS, token_feeds  # noqa: E402
 from quantmark.models.zoo import ModelSpec  # noqa: E402
 from quantmark.sut.interface import SutOptions  # noqa: E402
+from tests.sut.text_encoders import TokenCalibration  # noqa: E402
+from tests.sut.text_encoders import tokens as token_samples  # noqa: E402
 from tests.tasks.text.tiny_encoder import HIDDEN, tiny_encoder_folder  # noqa: E402
 
 SUTS = ("ov-fp32", "ov-bf16", "ov-fp16", "ov-int8")
@@ -37,36 +39,6 @@ SPEC = ModelSpec(name="tiny", mean=(0.0,), std=(1.0,), builder=lambda n: None, i
                  head="embedding", seq_len=SEQ_LEN, padding="fixed")
 
 
-def _tokens(lengths: tuple[int, ...], seed: int) -> np.ndarray:
-    """Token samples ``[N, 3, SEQ_LEN]`` of the given lengths: [CLS] ids, padded."""
-    rng = np.random.default_rng(seed)
-    tokens = np.zeros((len(lengths), 3, SEQ_LEN), np.int64)
-    for row, length in enumerate(lengths):
-        tokens[row, 0, :length] = rng.integers(1000, 30000, length)
-        tokens[row, 0, 0] = 101
-        tokens[row, 1, :length] = 1
-    return tokens
-
-
-class TokenCalibration:
-    """The calibration provider as a text run hands it: held-out token samples."""
-
-    def __init__(self) -> None:
-        lengths = tuple(int(n) for n in np.random.default_rng(1).integers(3, SEQ_LEN + 1, 32))
-        self.tokens = _tokens(lengths, seed=2)
-        self.asked: list[str] = []
-
-    def arrays(self, layout: str) -> np.ndarray:
-        self.asked.append(layout)
-        return self.tokens
-
-    def hash(self) -> str:
-        return "tiny-text-calibration-v1"
-
-    def describe(self) -> dict[str, Any]:
-        return {"source": "test", "count": len(self.tokens), "hash": self.hash()}
-
-
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny encoder's model.onnx, built once for the module."""
@@ -80,7 +52,7 @@ def calibration() -> TokenCalibration:
 
 @pytest.fixture(scope="module")
 def tokens() -> np.ndarray:
-    return _tokens(LENGTHS, seed=0)
+    return token_samples(LENGTHS, seed=0)
 
 
 @pytest.fixture(scope="module")
