@@ -46,6 +46,7 @@ from quantmark.ground.errors import UserError
 from quantmark.ground.hashing import atomic_write_json, hash_json
 from quantmark.ground.paths import cache_dir, pid_alive
 
+from . import footprint
 from .builtin import forget, generated_root
 from .footprint import check_disk
 from .imagenet import ImageFolderDataset
@@ -341,3 +342,15 @@ def _remove_stale_temps(folder: Path) -> None:
             continue
         tmp.unlink(missing_ok=True)
 
+
+def check_set_fits(spec: Any, dataset: Any, available: int | None) -> None:
+    """The run's images fit: in memory once loaded and, unless its cache is built already,
+    on the cache's disk. ``dataset``: the opened image dataset (its fingerprint keys the
+    cache)."""
+    from quantmark.qsl.preprocess import recipe_for
+
+    count = len(dataset.all_items)
+    footprint.check_memory(spec, count, available)
+    final = cache_path(cache_key(dataset, recipe_for(spec, "NCHW")))
+    if not final.exists():
+        footprint.check_disk(count, spec.input_size, spec.input_width, final.parent)

@@ -103,17 +103,3 @@ def check_recipe_fits(recipe: Any, count: int, performance_count: int) -> None:
     (every path into a test process: a sweep cell, a fleet node) fits in memory here."""
     check_loaded(min(performance_count, count), recipe.channels, recipe.height, recipe.width,
                  recipe.dtype == "uint8", available_memory())
-
-
-def check_set_fits(spec: Any, dataset: Any, available: int | None) -> None:
-    """The run's images fit: in memory once loaded and, unless its cache is built already,
-    on the cache's disk. ``dataset``: the opened image dataset (its fingerprint keys the
-    cache)."""
-    from quantmark.qsl.cache import cache_key, cache_path
-    from quantmark.qsl.preprocess import recipe_for
-
-    count = len(dataset.all_items)
-    check_memory(spec, count, available)
-    final = cache_path(cache_key(dataset, recipe_for(spec, "NCHW")))
-    if not final.exists():
-        check_disk(count, spec.input_size, spec.input_width, final.parent)

@@ -171,7 +171,8 @@ def check_workload(args: argparse.Namespace, task: Any, model: str, shape: dict)
     what every candidate's run would refuse is one line now, not one failed run per SUT. A
     built-in model of another task is its runs' to build (a detector's export)."""
     from quantmark.ground.config import RunConfig
-    from quantmark.qsl.footprint import check_memory, check_set_fits
+    from quantmark.qsl.cache import check_set_fits
+    from quantmark.qsl.footprint import check_memory
     from quantmark.run.checks import MEMINFO, available_memory
 
     classifier = task.name == "classification"

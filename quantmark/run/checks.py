@@ -208,7 +208,7 @@ def validate(config: RunConfig) -> None:
         check_batch_fits(config.batch_size, model, config.dataset_path,
                          images=None if dataset is None else len(dataset.all_items))
     if task is not None and task.name in IMAGE_TASKS:
-        from quantmark.qsl.footprint import check_set_fits
+        from quantmark.qsl.cache import check_set_fits
 
         check_set_fits(spec, dataset, available_memory(MEMINFO))  # its cache, its memory
     check_output_writable(config.output)

@@ -62,8 +62,8 @@ def test_a_cache_built_already_needs_no_room(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setattr(footprint.shutil, "disk_usage",
                         lambda path: real(path)._replace(free=GIB // 2))
     with pytest.raises(UserError, match="3 images at 224x224 need"):
-        footprint.check_set_fits(spec, dataset, 8 * GIB)
+        cache.check_set_fits(spec, dataset, 8 * GIB)
     final = cache.cache_path(cache.cache_key(dataset, recipe_for(spec, "NCHW")))
     final.parent.mkdir(parents=True)
     final.write_bytes(b"built")  # present: the cache's own check verifies it when opened
-    footprint.check_set_fits(spec, dataset, 8 * GIB)
+    cache.check_set_fits(spec, dataset, 8 * GIB)
