@@ -26,7 +26,7 @@ own ``min_runs`` quiet runs, or earlier from the run-to-run noise pooled across 
 
 The search stops when one candidate meeting the limits is left, at ``max_rounds``, or when
 the next measurement would overrun the budget (each is checked against it, so the measured
-time never exceeds it when runs take what they took before); then ``verdicts.verdict`` gives
+time never exceeds it when runs take what they took before); then ``outcomes.verdict`` gives
 the answer. A candidate is never recommended over one it was not raced against: when the
 budget ended before a base (or a released setting) had its first run, the answer is
 "undecided", naming those not raced beside the leaders (``_unraced``).
@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from quantmark.ground.errors import UserError
-from quantmark.recommend import judging, mixed_points, search_notes, verdicts
+from quantmark.recommend import judging, mixed_points, outcomes, search_notes
 from quantmark.recommend.candidates import Candidate, Evidence, Measurer, Outcome, SearchConfig
 from quantmark.recommend.race import Race
 
@@ -80,7 +80,7 @@ def search(candidates: Sequence[Candidate], measurer: Measurer, config: SearchCo
             break
         if _settled(race):
             break
-    outcome = verdicts.verdict(race.evidence, config, out_of_budget)
+    outcome = outcomes.verdict(race.evidence, config, out_of_budget)
     unraced = _unraced(race)
     if unraced:
         _undecided_without(outcome, unraced)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from quantmark.recommend import verdicts
+from quantmark.recommend import outcomes
 from quantmark.recommend.candidates import AccuracyResult, Candidate, Evidence, Measurer, Outcome
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def brute_force(evidence: Sequence[Evidence], config: SearchConfig) -> Outcome:
     exact runs: a zero-width interval) under the same limits and rules, nothing dropped:
     what the search must find."""
     fresh = [Evidence(item.candidate, list(item.runs), item.accuracy) for item in evidence]
-    outcome = verdicts.verdict(fresh, config, out_of_budget=False)
+    outcome = outcomes.verdict(fresh, config, out_of_budget=False)
     outcome.rounds = max((len(item.runs) for item in fresh), default=0)
     outcome.spent_s = sum(run.seconds for item in fresh for run in item.runs)
     outcome.spent_s += sum(acc.seconds for acc in {item.candidate.artifact: item.accuracy

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from quantmark.recommend import answer, judging, verdicts
+from quantmark.recommend import answer, judging, outcomes
 from quantmark.recommend.candidates import Candidate, Evidence, Limits, Measurement
 from quantmark.recommend.pooling import POOL_MIN_DF, Pool, pool, pooled_interval
 from quantmark.recommend.search import SearchConfig, search
@@ -140,15 +140,15 @@ def test_an_early_dropped_candidate_is_no_rival_in_the_verdict():
     early = Evidence(Candidate("e"), [quiet(6.5)], dropped="clearly above a", dropped_round=2)
     others = [Evidence(Candidate(f"s{i}"), [quiet(10.0 + i), quiet(10.1 + i)],
                        dropped="clearly above a", dropped_round=2) for i in range(8)]
-    outcome = verdicts.verdict([best, early, *others], config, out_of_budget=False)
+    outcome = outcomes.verdict([best, early, *others], config, out_of_budget=False)
     assert outcome.verdict == "winner" and outcome.recommended is best
     # the same runs without the pool (the others' second runs gone): E has no interval of
     # its own, and can be told from A by none: still racing, it is a rival
     lone = [Evidence(item.candidate, item.runs[:1], dropped=item.dropped) for item in others]
     racing = Evidence(early.candidate, early.runs)
-    outcome = verdicts.verdict([best, racing, *lone], config, out_of_budget=False)
+    outcome = outcomes.verdict([best, racing, *lone], config, out_of_budget=False)
     assert outcome.verdict == "tied" and racing in outcome.tied
-    outcome = verdicts.verdict([best, racing, *others], config, out_of_budget=False)
+    outcome = outcomes.verdict([best, racing, *others], config, out_of_budget=False)
     assert outcome.verdict == "winner"
 
 
