@@ -138,12 +138,14 @@ def limits_of(args: argparse.Namespace, metric_name: str = "top-1") -> Limits:
 def check_args(args: argparse.Namespace) -> str:
     """Every flag checked before a minute is spent (one line each); the model's name."""
     from quantmark.models.workload import file_model_name
-    from quantmark.models.zoo import DEFAULT_MODEL, get_model
+    from quantmark.models.zoo import DEFAULT_MODEL
+    from quantmark.tasks.catalog import builtin_models
 
     if not (args.model or args.model_path):
         raise UserError("name the model: --model M (a built-in one) or --model-path F (yours)")
-    if args.model:
-        get_model(args.model)
+    if args.model and args.model not in builtin_models():  # every task's (minilm's too)
+        raise UserError(f"unknown model {args.model!r}: choose one of "
+                        f"{', '.join(builtin_models())}")
     # nan, inf and 0 measure nothing (an endless budget would never stop the search)
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise UserError(f"--budget {args.budget:g}: give minutes above 0 (a finite number), "

@@ -154,6 +154,24 @@ def test_bad_flags_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
 
 
+def test_every_tasks_built_in_model_is_a_model_recommend_takes(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """The text task's built-in ``minilm`` (a sweep took it; recommend refused it as unknown):
+    its flags pass the checks and the search is built."""
+    built = []
+
+    def space(*args: object, **kwargs: object) -> None:
+        built.append(True)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(recommend_verb, "make_space", space)
+    with pytest.raises(SystemExit):
+        cli.main(["recommend", "--output", str(tmp_path), "--scenario", "Offline", "--model",
+                  "minilm", "--suts", "ort-fp32,ort-int8dyn", "--budget", "30"])
+    assert built
+
+
 def test_a_budget_too_small_for_one_run_of_each_sut_is_one_line(tmp_path: Path, stand_in,
                                                                  capsys) -> None:
     """Three SUTs, each run expected to take its 5 s and 5 s of start: 18 s cannot hold the
