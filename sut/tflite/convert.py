@@ -193,8 +193,10 @@ def _check_recipe(precision: str, recipe: Recipe | None) -> None:
                         "be kept in float; only tflite-int8 takes a recipe")
 
 
-def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
-             recipe: Recipe | None = None) -> bytes:
+def converter_for(saved_dir: Path, precision: str) -> Any:
+    """TensorFlow's TFLite converter on the SavedModel's serving signature, set for
+    ``precision``'s weights (fp16: half weights; int8dyn and int8: the default optimisation);
+    an int8 caller adds its calibration and integer ops."""
     import tensorflow as tf
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir),
@@ -203,6 +205,14 @@ def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if precision == "fp16":
         converter.target_spec.supported_types = [tf.float16]
+    return converter
+
+
+def _convert(saved_dir: Path, precision: str, calibration: np.ndarray | None,
+             recipe: Recipe | None = None) -> bytes:
+    import tensorflow as tf
+
+    converter = converter_for(saved_dir, precision)
     if precision == "int8":
         assert calibration is not None
 

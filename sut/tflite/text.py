@@ -39,7 +39,7 @@ from quantmark.models.saved_model import tensorflow_version
 from quantmark.models.text_graph import TOKEN_INPUTS, probe_tokens
 from quantmark.models.text_saved_model import ELSEWHERE, refuse_dynamic_padding, static_batch_note
 from quantmark.sut.interface import SutOptions
-from quantmark.sut.tflite.convert import RECIPES, tflite_key, tflite_sut
+from quantmark.sut.tflite.convert import RECIPES, converter_for, tflite_key, tflite_sut
 from quantmark.sut.tflite.inspection import executed_precision, file_precision, inspect_file
 from quantmark.sut.tflite.interpreter_backend import TFLiteBackend
 
@@ -176,12 +176,7 @@ def _text_flatbuffer(saved_dir: Path, precision: str, inputs: tuple[str, ...],
     yield, its token rows fed by input name."""
     import tensorflow as tf
 
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_dir),
-                                                         signature_keys=["serving_default"])
-    if precision != "fp32":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if precision == "fp16":
-        converter.target_spec.supported_types = [tf.float16]
+    converter = converter_for(saved_dir, precision)
     if precision == "int8":
         assert calibration is not None
         from quantmark.sut.tflite.inspection import open_interpreter
@@ -193,8 +188,7 @@ def _text_flatbuffer(saved_dir: Path, precision: str, inputs: tuple[str, ...],
 
         converter.representative_dataset = representative
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        fp32 = tf.lite.TFLiteConverter.from_saved_model(
-            str(saved_dir), signature_keys=["serving_default"]).convert()
+        fp32 = converter_for(saved_dir, "fp32").convert()
         kinds = {op["op_name"] for op in open_interpreter(
             None, model_content=fp32)._get_ops_details()}
         return convert_excluding(converter, representative, (), fully_quantize=False,
