@@ -18,7 +18,10 @@ Rows (``bench/rate_models`` draws the data, quantmark's own code judges it):
 * f. recommend's one-run pooled interval: 95% when a candidate's runs spread like the pool's
   (the heavier cases are reported: the documented limit);
 * g. ``regress`` with one or two earlier jobs: at most 5% of stores with a false alarm under
-  drift 2-5x the runs' spread, and a 3x change still caught.
+  drift 2-5x the runs' spread, and a 3x change still caught;
+* h. top-1 agreement with FP32: its interval holds the true agreement 95% of the time on
+  independent images and on crops of 50+ photos that differ moderately (skewed photo effects,
+  and crops read as independent images, reported).
 
     python -m quantmark.bench.rate_claims [--trials 2000] [--seed 0]
 
@@ -140,6 +143,27 @@ def _regress_claims() -> list[Claim]:
     slowed = Scenario(series=4, jobs=2, between_sd=0.1, slowdown=3.0, slowed=4)
     rows.append(Claim("g. regress: a 3x slowdown with 1 earlier job is caught", "between 2x",
                       "reported", lambda g, t: _caught(g, t, slowed), 0.2))
+    return rows + _agreement_claims()
+
+
+def _agreement_claims() -> list[Claim]:
+    """h. top-1 agreement with FP32: Wilson on independent images, on the design effect's
+    effective size over 50+ source photos (1536 crops, as the built-in set has)."""
+    rows = [Claim("h. agreement interval holds the agreement", f"300 images, {truth:.0%} agree",
+                  ">= 0.95", lambda g, t, p=truth: m.agreement_coverage(g, t, 300, 1, p, 1e6))
+            for truth in (0.8, 0.95, 0.99)]
+    for photos, truth, spread, claimed in ((50, 0.95, 50.0, True), (200, 0.95, 50.0, True),
+                                           (200, 0.99, 50.0, True), (50, 0.99, 5.0, False),
+                                           (200, 0.99, 5.0, False)):
+        kind = "moderate" if spread > 10 else "skewed"
+        rows.append(Claim("h. agreement interval holds the agreement",
+                          f"{photos} photos x {1536 // photos} crops, {truth:.0%}, {kind} "
+                          "photo effects", ">= 0.95" if claimed else "reported",
+                          lambda g, t, n=photos, p=truth, c=spread:
+                          m.agreement_coverage(g, t, n, 1536 // n, p, c), 0.5))
+    rows.append(Claim("h. (crops read as independent images)", "50 photos x 30 crops, 95%, "
+                      "Beta spread 10", "reported",
+                      lambda g, t: m.agreement_coverage(g, t, 50, 30, 0.95, 10.0, False), 0.5))
     return rows
 
 

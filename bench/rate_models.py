@@ -21,6 +21,7 @@ from scipy import optimize, stats
 from quantmark.ground.config import RunConfig
 from quantmark.recommend.candidates import Candidate, Evidence, Measurement
 from quantmark.recommend.pooling import pool, pooled_interval
+from quantmark.report.agreement_interval import agreement_interval
 from quantmark.report.drift import trend
 from quantmark.report.loadgen_log import RunSummary
 from quantmark.report.stats import accuracy_change, figure_interval, speedup
@@ -221,6 +222,21 @@ def pooled_coverage(rng: np.random.Generator, trials: int, kind: str) -> tuple[i
         one = pooled_interval([math.exp(centre + noise(rng, draw, 1, sd)[0])], found, 0.95)
         truth = math.exp(centre + true_median(draw, sd))
         hits += one.low <= truth <= one.high
+    return hits, trials
+
+
+def agreement_coverage(rng: np.random.Generator, trials: int, photos: int, crops: int,
+                       truth: float, spread: float, grouped: bool = True) -> tuple[int, int]:
+    """Trials whose agreement interval holds ``truth``: each photo agrees at its own rate
+    (Beta with mean ``truth`` and concentration ``spread``), its crops by coin flips at it;
+    ``grouped``: the crops' photos given, as a run with val_groups.txt gives them."""
+    index = np.repeat(np.arange(photos), crops)
+    hits = 0
+    for _ in range(trials):
+        rates = rng.beta(truth * spread, (1 - truth) * spread, photos)
+        same = (rng.random((photos, crops)) < rates[:, None]).ravel()
+        found = agreement_interval(same, index if grouped and crops > 1 else None)
+        hits += found.low is not None and found.low <= 100 * truth <= found.high
     return hits, trials
 
 

@@ -35,6 +35,7 @@ from quantmark.tasks.classification.scoring import (
 )
 
 if TYPE_CHECKING:
+    from quantmark.report.agreement_interval import AgreementFigure
     from quantmark.report.stats import AccuracyChange
     from quantmark.tasks.contract import QualityChange, Task
 
@@ -151,12 +152,48 @@ def samples_change(base: RunSamples, cand: RunSamples, by_source_image: bool = F
     pairing = pair(base, cand)
     if pairing is None or not pairing.images:
         return None
-    sources = base.groups or cand.groups
-    groups = ([sources.get(image, image) for image in pairing.images] if sources else
-              [base.labels[row] for row in pairing.rows_a] if by_source_image else None)
     change = accuracy_change([base.correct(r) for r in pairing.rows_a],
-                             [cand.correct(r) for r in pairing.rows_b], groups)
+                             [cand.correct(r) for r in pairing.rows_b],
+                             _sources(base, cand, pairing, by_source_image))
     return replace(change, left_out=pairing.left_out)
+
+
+def samples_agreement(base: RunSamples, cand: RunSamples, by_source_image: bool = False
+                      ) -> AgreementFigure | None:
+    """How often the candidate answered the baseline's class, on the images both answered,
+    with its interval grouped by source image as ``samples_change``'s is; None when they read
+    other datasets or share no image."""
+    from quantmark.report.agreement_interval import agreement_interval
+
+    pairing = pair(base, cand)
+    if pairing is None or not pairing.images:
+        return None
+    same = [base.answers[i] == cand.answers[j]
+            for i, j in zip(pairing.rows_a, pairing.rows_b, strict=True)]
+    return agreement_interval(same, _sources(base, cand, pairing, by_source_image))
+
+
+def paired_agreement(baseline: str | Path, candidate: str | Path, by_source_image: bool = False
+                     ) -> AgreementFigure | None:
+    """``samples_agreement`` of two accuracy run folders; None for a task that pairs its own
+    runs (a detector: its change is its mAP, there is no one class per sample)."""
+    task = run_task(baseline)
+    if task is not None and task.pairs_runs:
+        return None
+    base, cand = run_samples(baseline), run_samples(candidate)
+    if base is None or cand is None:
+        return None
+    return samples_agreement(base, cand, by_source_image)
+
+
+def _sources(base: RunSamples, cand: RunSamples, pairing: Pairing, by_source_image: bool
+             ) -> list[str] | list[int] | None:
+    """Each paired sample's source image (val_groups.txt), its label for a built-in run
+    recorded before val_groups.txt, or None: every sample its own."""
+    sources = base.groups or cand.groups
+    if sources:
+        return [sources.get(image, image) for image in pairing.images]
+    return [base.labels[row] for row in pairing.rows_a] if by_source_image else None
 
 
 def main(argv: list[str] | None = None) -> int:

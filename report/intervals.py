@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quantmark.ground.metric import Metric
-from quantmark.report.accuracy import RunSamples, run_samples, run_task, samples_change
-from quantmark.report.agreement import agree
+from quantmark.report.accuracy import (
+    RunSamples,
+    run_samples,
+    run_task,
+    samples_agreement,
+    samples_change,
+)
 from quantmark.report.quality import change_label, classifies, value_label
 from quantmark.report.stats import (
     CONFIDENCE,
@@ -34,6 +39,7 @@ from quantmark.report.stopping import look
 from quantmark.report.table_formats import number
 
 if TYPE_CHECKING:
+    from quantmark.report.agreement_interval import AgreementFigure
     from quantmark.report.study import Config, Run
     from quantmark.tasks.contract import QualityChange
 
@@ -174,14 +180,17 @@ class AccuracyLogs:
         return self._samples[key]
 
     def agreement(self, key: tuple[str, str, str], reference: tuple[str, str, str]
-                  ) -> float | None:
-        """Percent of images whose top-1 class equals the FP32 SUT's: what quantization
-        changed, meaningful even for random weights, where top-1 is at chance level."""
+                  ) -> AgreementFigure | None:
+        """How often the image's top-1 class equals the FP32 SUT's, with its interval (grouped
+        by source image as the change's is): what quantization changed, meaningful even for
+        random weights, where top-1 is at chance level."""
         if key in self.accuracy and self._pairs_itself(key):
             return None  # top-1 agreement is classification's; a detector's change is its mAP
         mine, theirs = self.samples(key), self.samples(reference)
-        result = agree(mine, theirs) if mine and theirs else None
-        return result.percent if result and result.compared else None
+        if mine is None or theirs is None:
+            return None
+        builtin = any(self.accuracy[k].get("dataset_builtin") for k in (key, reference))
+        return samples_agreement(theirs, mine, by_source_image=builtin)
 
     def change(self, key: tuple[str, str, str], reference: tuple[str, str, str]
                ) -> AccuracyChange | QualityChange | None:
@@ -213,6 +222,7 @@ def derived(config: Config, fp32: Config | None, best: Config | None, logs: Accu
     samples = [r.summary.samples_per_second for r in config.runs
                if r.summary.samples_per_second is not None]
     metric = metric_interval(config)
+    agreement = logs.agreement(key, fp32_key)
     return {
         "metric_interval": metric,
         # a throughput metric is samples/s itself: the same interval (until-stable's too)
@@ -223,7 +233,8 @@ def derived(config: Config, fp32: Config | None, best: Config | None, logs: Accu
         "speedup_vs_best_fp32": point(config, best, vs_best),
         "speedup_vs_best_fp32_ratio": vs_best,
         "quality_change": logs.change(key, fp32_key),
-        "agreement_with_fp32": logs.agreement(key, fp32_key),
+        "agreement_with_fp32": None if agreement is None else agreement.percent,
+        "agreement_interval": agreement,
         "disturbed": disturbed,
         "disturbance_checked": checked,
         "disturbed_why": why,
@@ -309,8 +320,14 @@ def quality_columns(metrics: list[Metric], figure: bool = True, change: bool = T
         if change:
             columns.append((change_label(metric), partial(_own, metric, quality_change_text)))
     if agreement and any(classifies(metric) for metric in metrics):
-        columns.append((AGREEMENT_LABEL, lambda c: number(c.derived["agreement_with_fp32"], 1)))
+        columns.append((AGREEMENT_LABEL, agreement_text))
     return columns
+
+
+def agreement_text(config: Config) -> str:
+    """``99.2 [98.1, 99.7]``: the top-1 agreement with FP32 and its interval; "-" without."""
+    found: AgreementFigure | None = config.derived.get("agreement_interval")
+    return found.cell() if found is not None else number(config.derived["agreement_with_fp32"], 1)
 
 
 def disturbed_text(config: Config) -> str:

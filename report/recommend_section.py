@@ -23,6 +23,7 @@ from quantmark.ground.metric import Metric
 from quantmark.ground.records import RecommendationRecord
 from quantmark.report import quality
 from quantmark.report.record_folders import records_under
+from quantmark.report.stats import MIN_VERDICT_GROUPS
 from quantmark.report.table_formats import html_table, markdown_table, number
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,9 @@ def candidate_lines(record: RecommendationRecord, c: dict[str, Any]) -> list[str
         lines.append(f"accuracy change vs {accuracy.get('reference', 'the best FP32')}: "
                      f"{accuracy.get('text', '')} pts ({metric.name} "
                      f"{number(quality.figure(accuracy, metric))}{metric.unit})"
-                     + _resolving(accuracy))
+                     + _resolving(accuracy, c["key"]))
+        if accuracy.get("agreement"):  # label-free: what quantization changed, per sample
+            lines.append(accuracy["agreement"])
     lines.append(f"executed precision: {c.get('executed_precision') or 'not recorded'}")
     disturbed = c.get("disturbed_runs", 0)
     kept = ("left out of its figures" if judged < c.get("valid_runs", 0) else
@@ -110,12 +113,18 @@ def cannot_tell_lines(record: RecommendationRecord) -> list[str]:
     return [head, *[f"  {line}" for lines in record.cannot_tell.values() for line in lines]]
 
 
-def _resolving(accuracy: dict[str, Any]) -> str:
-    """``; the set resolves about ±4.5 points (7 independent units)`` where recorded: the
-    smallest change its paired interval tells from none."""
+def _resolving(accuracy: dict[str, Any], key: str) -> str:
+    """``; the set resolves about ±4.5 points (60 independent units)`` where recorded: the
+    smallest change its paired interval tells from none; where its units are too few for the
+    interval to hold, that; nothing for the reference itself (no change by definition)."""
     low, high, units = accuracy.get("low"), accuracy.get("high"), accuracy.get("units")
     if not units or low is None or high is None:
         return ""
+    if key.split()[0] == accuracy.get("reference") and low == high == 0:
+        return "; the FP32 reference itself"
+    if accuracy.get("decides") is False:
+        return (f"; its {units} independent units are too few for the interval to hold "
+                f"(a verdict needs {MIN_VERDICT_GROUPS})")
     return f"; the set resolves about ±{(high - low) / 2:.2g} points ({units} independent units)"
 
 

@@ -170,8 +170,9 @@ class AccuracyChange(PointsChange):
             why = (f" (fewer than {MIN_VERDICT_GROUPS} source images: a change cannot be told "
                    "from how the photos differ)" if self.too_few_groups else "")
             return (f"{figure} over {self.n_groups} source images{matched}, cluster t "
-                    f"p={self.p_value:.2g}: {self.verdict}{why}")
-        return f"{figure}{matched}, Bonett-Price p={self.p_value:.2g}: {self.verdict}"
+                    f"p={self.p_value:.2g}: {self.verdict}{why}; {self.resolving_text()}")
+        return (f"{figure}{matched}, Bonett-Price p={self.p_value:.2g}: {self.verdict}; "
+                f"{self.resolving_text()}")
 
 
 def _checked(values: Sequence[float], what: str) -> np.ndarray:
@@ -338,7 +339,7 @@ def accuracy_change(baseline_correct: Sequence[bool], candidate_correct: Sequenc
                          f"results, got {base.shape} and {cand.shape}")
     diff = cand.astype(float) - base.astype(float)
     only_base, only_cand = int(np.sum(base & ~cand)), int(np.sum(~base & cand))
-    index = _group_index(groups, len(diff))
+    index = group_index(groups, len(diff))
     n_groups = int(index.max()) + 1
     delta = 100 * float(diff.mean())
     method = "cluster-t" if n_groups < len(diff) else "mcnemar"
@@ -349,7 +350,7 @@ def accuracy_change(baseline_correct: Sequence[bool], candidate_correct: Sequenc
                           float(p_value), method)
 
 
-def _group_index(groups: Sequence[object] | None, n: int) -> np.ndarray:
+def group_index(groups: Sequence[object] | None, n: int) -> np.ndarray:
     """Each sample's group as 0..G-1; every sample its own without ``groups``."""
     if groups is None:
         return np.arange(n)

@@ -47,9 +47,10 @@ class QualityChange(PointsChange):
 
     def text(self) -> str:
         """``-0.84 pt mAP@[.5:.95] [-1.90, +0.21] over 360 images, bootstrap over images: no
-        measurable change``."""
+        measurable change; the set resolves ±1.1 pt``."""
         return (f"{self.delta_points:+.2f} pt {self.metric} [{self.low:+.2f}, {self.high:+.2f}] "
-                f"over {self.n_groups} {self.units}, {self.method}: {self.verdict}")
+                f"over {self.n_groups} {self.units}, {self.method}: {self.verdict}; "
+                f"{self.resolving_text()}")
 
 
 class Task(ABC):

@@ -52,6 +52,17 @@ class PointsChange:
         return self.low > 0 or self.high < 0
 
     @property
+    def resolves(self) -> float:
+        """The interval's half-width in points: the smallest change this evaluation set tells
+        from none (set by its independent units and how often the two runs disagree)."""
+        return max(0.0, (self.high - self.low) / 2)
+
+    def resolving_text(self) -> str:
+        """``the set resolves ±4.5 pt``: printed with every change, so a verdict of "no
+        measurable change" says how large a change could have hidden in it."""
+        return f"the set resolves ±{self.resolves:.2g} pt"
+
+    @property
     def verdict(self) -> str:
         if not self.significant:
             return "no measurable change"

@@ -73,7 +73,8 @@ def _accuracy(evidence: Evidence) -> dict[str, Any] | None:
             else "-")
     return {found.metric: _finite(found.figure), "change_points": change, "low": low, "high": high,
             "reference": found.reference, "model_size_mb": _finite(found.model_size_mb),
-            "seconds": found.seconds, "why": found.why, "text": text, "units": found.units}
+            "seconds": found.seconds, "why": found.why, "text": text, "units": found.units,
+            "decides": found.decides, "agreement": found.agreement}
 
 
 def executed_precision(runs: list[Measurement]) -> str:

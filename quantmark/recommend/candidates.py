@@ -146,6 +146,9 @@ class AccuracyResult:
     #: False where those units are too few for the interval to hold (clustered crops of fewer
     #: than ``report.stats.MIN_VERDICT_GROUPS`` sources): no limit is judged on it
     decides: bool = True
+    #: the label-free top-1 agreement with the reference, with its interval, in words ("" for
+    #: a task with no one class per sample, or a journal of before it)
+    agreement: str = ""
 
     @property
     def figure(self) -> float:

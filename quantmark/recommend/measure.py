@@ -154,7 +154,7 @@ class LoadGenMeasurer:
         return tuple(name for name, _ in due)
 
     def _paired(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> AccuracyResult:
-        from quantmark.report.accuracy import paired_change
+        from quantmark.report.accuracy import paired_agreement, paired_change
 
         own = self._accuracy_run(*key)
         if own.why:
@@ -171,9 +171,12 @@ class LoadGenMeasurer:
                                            "(another dataset?)", name, own.size_mb),
                            top1=own.figure, metric=own.metric.key)
         itself = own.run_dir == base.run_dir  # the reference: no change, by definition
+        agrees = None if itself else paired_agreement(base.run_dir, own.run_dir,
+                                                      by_source_image=own.builtin)
         return AccuracyResult(own.figure, change.delta_points, change.low, change.high, name,
                               own.size_mb, metric=own.metric.key, units=change.n_groups,
-                              decides=itself or not getattr(change, "too_few_groups", False))
+                              decides=itself or not getattr(change, "too_few_groups", False),
+                              agreement=agrees.text(name) if agrees else "")
 
     def reference(self) -> tuple[str, AccuracyRun] | None:
         """(SUT, its accuracy run) of the FP32 best in the task's metric, each FP32 run once;

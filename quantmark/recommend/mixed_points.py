@@ -131,11 +131,18 @@ def ranked_layers(config: Any, count: int) -> tuple[str, ...]:
 
 
 def breaks_accuracy(item: Evidence, config: SearchConfig) -> bool:
-    """Its accuracy change breaks ``--max-accuracy-drop`` by its point (a failed accuracy run,
-    NaN, breaks nothing: it says nothing of what float layers would win back)."""
+    """Its accuracy change lies beyond ``--max-accuracy-drop`` by its point: broken by its
+    interval, or leaning that way where the set cannot tell. This only chooses where the
+    search looks for a way back, never a verdict: the points it adds are judged by their
+    intervals like every candidate (``judging.limit_state``), and one whose accuracy merely
+    cannot be told is neither dropped nor recommended for it. A failed accuracy run, NaN,
+    breaks nothing: it says nothing of what float layers would win back; nor does a change
+    whose set is too small to judge any limit (crops of too few source images): no point
+    could be told to meet it either, and its runs would spend the budget for nothing."""
     bound = config.limits.max_accuracy_drop
     found = judging.span(item, "max_accuracy_drop", config) if bound is not None else None
-    return found is not None and judging.margin(found.point, "max_accuracy_drop", bound) > 0
+    return (found is not None and found.can_drop
+            and judging.margin(found.point, "max_accuracy_drop", bound) > 0)
 
 
 def _too_slow(item: Evidence) -> bool:
@@ -234,7 +241,7 @@ def mixed_points(evidence: Sequence[Evidence], measurer: Any, config: SearchConf
                                                                    config.recover)
         seconds += ranking.seconds
         found = points(item.candidate, ranking.layers, config.recover)
-        log.info("%s breaks the accuracy limit: %s", item.candidate.key,
+        log.info("%s: accuracy change beyond the limit by its point: %s", item.candidate.key,
                  f"{len(found)} mixed-precision points" if found else
                  f"no mixed-precision point ({ranking.why or 'no excludable INT8 layer'})")
         added += found

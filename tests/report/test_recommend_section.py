@@ -203,3 +203,40 @@ def test_an_accuracy_line_names_what_the_set_resolves(tmp_path: Path) -> None:
     text = "\n".join(recommend_section.answer_lines(record))
     assert "-0.40 [-4.90, +4.10] pts (top-1 69.60%); the set resolves about ±4.5 points (7 " \
            "independent units)" in text
+
+
+def test_the_label_free_agreement_is_printed_beside_the_accuracy_change(tmp_path: Path) -> None:
+    outcome = _outcome(tmp_path)
+    agreement = ("top-1 agreement with ort-fp32 96.1% over 1536 crops of 7 source images "
+                 "(fewer than 50 sources: no interval holds)")
+    outcome.recommended.accuracy = AccuracyResult(69.6, -0.4, -4.9, 4.1, "ort-fp32", 4.2,
+                                                  units=7, agreement=agreement)
+    record = answer.build_record(outcome, model="m", scenario="SingleStream", commands={},
+                                 config={}, started=0.0)
+    lines = recommend_section.answer_lines(record)
+    at = next(i for i, line in enumerate(lines) if "the set resolves" in line)
+    assert lines[at + 1].strip() == agreement
+    loaded = AccuracyResult.from_dict(outcome.recommended.accuracy.to_dict())
+    assert loaded.agreement == agreement
+
+
+@pytest.mark.parametrize(("units", "decides", "change", "reference", "said"), [
+    (7, False, (-0.4, -4.9, 4.1), "ort-fp32",
+     "; its 7 independent units are too few for the interval to hold (a verdict needs 50)"),
+    (7, True, (0.0, 0.0, 0.0), "ort-int8", "; the FP32 reference itself"),
+    (600, True, (-0.4, -1.4, 0.6), "ort-fp32",
+     "; the set resolves about ±1 points (600 independent units)"),
+])
+def test_the_resolving_words_fit_the_change(tmp_path: Path, units: int, decides: bool,
+                                            change: tuple[float, float, float], reference: str,
+                                            said: str) -> None:
+    # issue 43's Lite0 answer printed "the set resolves about ±0 points (6 independent
+    # units)" for the FP32 reference's change against itself
+    outcome = _outcome(tmp_path)
+    outcome.recommended.accuracy = AccuracyResult(69.6, *change, reference, 4.2, units=units,
+                                                  decides=decides)
+    record = answer.build_record(outcome, model="m", scenario="SingleStream", commands={},
+                                 config={}, started=0.0)
+    line = next(line for line in recommend_section.answer_lines(record)
+                if "accuracy change vs" in line)
+    assert line.endswith(said), line

@@ -291,6 +291,18 @@ def test_a_clustered_change_prints_the_clustered_test_never_mcnemar() -> None:
     assert "one source image: no interval" in one.text()
 
 
+def test_every_accuracy_line_says_what_change_the_set_resolves() -> None:
+    rng = np.random.default_rng(6)
+    base, cand, photo = _photo_trial(rng, 7, 0.0)
+    for change in (accuracy_change(base, cand, groups=photo), accuracy_change(base, cand)):
+        half = (change.high - change.low) / 2
+        assert change.resolves == pytest.approx(half)
+        assert change.text().endswith(f"; the set resolves ±{half:.2g} pt")
+    # crops of 7 photos resolve far less than the same crops read as independent images
+    assert accuracy_change(base, cand, groups=photo).resolves > accuracy_change(
+        base, cand).resolves
+
+
 def _skewed_trial(rng: np.random.Generator, photos: int, crops: int = 1536
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A set whose photos differ unevenly: most photos gain a little, a few lose much (each

@@ -188,6 +188,9 @@ def test_real_runs_and_accuracy_of_digits(tmp_path: Path) -> None:
     assert result.reference in ("ort-fp32", "torch-fp32")
     assert result.low <= result.change_points <= result.high
     assert -100 <= result.low and result.high <= 100
+    # the label-free agreement with the reference beside it, over the set's own units
+    assert result.agreement.startswith(f"top-1 agreement with {result.reference} ")
+    assert "over" in result.agreement
     name, best = measurer.reference()
     other = next(run for (sut, _), run in measurer._runs.items()
                  if sut in ("ort-fp32", "torch-fp32") and sut != name)

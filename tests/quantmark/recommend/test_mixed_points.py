@@ -200,6 +200,19 @@ def test_a_failed_accuracy_run_brings_no_point() -> None:
     assert mixed_points([item], measurer_for(planted(-2.0, {}), 0), config()) == ([], 0.0)
 
 
+def test_a_set_too_small_to_judge_the_limit_brings_no_point() -> None:
+    """Issue 43's Lite0 search diagnosed ov-int8 and raced 4 points on a set of 6 source
+    photos, where no point could ever be told to meet the limit: the budget went for
+    nothing. A change that cannot decide (too few independent units) brings none."""
+    item = _broken(Candidate("int8-a", 1, 1), 12.0)
+    item.accuracy = replace(accuracy_of(-2.0), units=6, decides=False)
+    measurer = measurer_for(planted(-2.0, {}), 0)
+    assert mixed_points([item], measurer, config()) == ([], 0.0)
+    assert not measurer.ranked
+    item.accuracy = replace(item.accuracy, units=600, decides=True)  # the same change, judged
+    assert len(mixed_points([item], measurer, config())[0]) == 4
+
+
 def test_points_of_fewer_ranked_layers_are_each_set_once() -> None:
     base = Candidate("ort-int8", 8, 2)
     assert [c.keep_float for c in points(base, ["a", "b", "c"], 8)] == \

@@ -3,8 +3,6 @@ thresholds, and LoadGen's response arrays."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -196,16 +194,14 @@ def test_bad_outputs_are_user_errors():
         decode(np.zeros((1, 10, 7), np.float32), "nms", num_classes=6)
 
 
-def test_decode_of_a_full_size_head_is_fast():
-    """The timed path: a YOLO11-sized batch of 8 (80 classes, 8400 anchors) at MLPerf's
-    conf 0.001 (each anchor's best score spread as a real detector's) well under a second."""
+def test_decode_of_a_full_size_head_keeps_300_a_sample():
+    """The timed path's shape: a YOLO11-sized batch of 8 (80 classes, 8400 anchors) at
+    MLPerf's conf 0.001 (each anchor's best score spread as a real detector's). Its speed is
+    measured in ``bench/nms_ops.py`` (BENCHMARKS.md), not asserted here."""
     rng = np.random.default_rng(0)
     head = np.empty((8, 84, 8400), np.float32)
     head[:, :2] = rng.uniform(0, 640, (8, 2, 8400))
     head[:, 2:4] = rng.uniform(4, 200, (8, 2, 8400))
     head[:, 4:] = rng.random((8, 80, 8400)) ** 40
-    decode(head, "raw", 80)
-    start = time.perf_counter()
     found = decode(head, "raw", 80)
-    assert time.perf_counter() - start < 1.0
     assert all(len(f) == 300 for f in found)
