@@ -326,7 +326,7 @@ def _refuse_one_based(items: list[tuple[str, int]], lines: list[int], path: Path
     raise UserError(
         f"{path}:{number}: label {NUM_CLASSES} means 1-based labels (ILSVRC devkit or "
         "TF-slim style); MLPerf's val_map.txt is 0-based 0..999 in sorted-synset order: "
-        "convert the file (see README, Label conventions)"
+        "convert the file (see docs/topics/your-model.md, Label conventions)"
     )
 
 

@@ -23,7 +23,6 @@ from quantmark.ground.metric import Metric
 from quantmark.ground.records import RecommendationRecord
 from quantmark.report import quality
 from quantmark.report.record_folders import records_under
-from quantmark.report.stats import MIN_VERDICT_GROUPS
 from quantmark.report.table_formats import html_table, markdown_table, number
 
 log = logging.getLogger(__name__)
@@ -123,6 +122,8 @@ def _resolving(accuracy: dict[str, Any], key: str) -> str:
     if key.split()[0] == accuracy.get("reference") and low == high == 0:
         return "; the FP32 reference itself"
     if accuracy.get("decides") is False:
+        from quantmark.report.stats import MIN_VERDICT_GROUPS  # scipy: only when it is said
+
         return (f"; its {units} independent units are too few for the interval to hold "
                 f"(a verdict needs {MIN_VERDICT_GROUPS})")
     return f"; the set resolves about ±{(high - low) / 2:.2g} points ({units} independent units)"

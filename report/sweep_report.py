@@ -125,11 +125,19 @@ def csv_header(scored_by: list[Metric]) -> list[str]:
             *_ratio_columns("speedup_vs_fp32"), *_ratio_columns("speedup_vs_best_fp32"),
             "best_fp32", *[quality.csv_key(metric, suffix) for metric in scored_by
                            for suffix in QUALITY_SUFFIXES],
-            "agreement_with_fp32_pct", "weights", "model_size_mb", "conversion_s",
-            "conversion_steps", "prepare_s", "load_s", "warmup_s", "peak_rss_mb",
+            "agreement_with_fp32_pct", "agreement_low_pct", "agreement_high_pct", "weights",
+            "model_size_mb", "conversion_s", "conversion_steps", "prepare_s", "load_s",
+            "warmup_s", "peak_rss_mb",
             "gpu_memory_mb", "energy_j_per_sample_informative", "power_w_informative",
             "executed_precision", "fingerprint", "workers", "throttled", "throttling_reasons",
             "disturbed_runs", "disturbance_checked_runs", "disturbed_why"]
+
+
+def _agreement_record(d: dict[str, Any]) -> dict[str, Any]:
+    """The agreement's interval (blank where there is none: too few sources, or no pair)."""
+    found = d.get("agreement_interval")
+    return {"agreement_low_pct": None if found is None else found.low,
+            "agreement_high_pct": None if found is None else found.high}
 
 
 RUNS_HEADER = ["system", "model", "sut", "scenario", "batch_size", "repeat", "validity",
@@ -187,7 +195,8 @@ def _config_record(c: Config, scored_by: list[Metric] | None = None) -> dict[str
         "queries_min": d["queries"], **csv_cells(d["percentiles"]),
         **_ratio_record(c, "speedup_vs_fp32"), **_ratio_record(c, "speedup_vs_best_fp32"),
         "best_fp32": d["best_fp32"], **_quality_record(d, scored_by or [d["quality_metric"]]),
-        "agreement_with_fp32_pct": d["agreement_with_fp32"], "weights": d["weights"],
+        "agreement_with_fp32_pct": d["agreement_with_fp32"], **_agreement_record(d),
+        "weights": d["weights"],
         "model_size_mb": d["model_size_mb"], "conversion_s": d["conversion_s"],
         "conversion_steps": "; ".join(f"{k}={v}" for k, v in d["conversion_steps"].items()),
         "prepare_s": d["prepare_s"], "load_s": d["load_s"], "warmup_s": d["warmup_s"],

@@ -43,7 +43,7 @@ trap 'echo "arm_check: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # ------------------------------------------------------------------ host preflight
 [ "$(id -u)" = 0 ] || die "run as root (it mounts and chroots): sudo $0"
-[ "$(uname -m)" = x86_64 ] || die "this emulates arm64 on an x86-64 host; on a real Pi follow README"
+[ "$(uname -m)" = x86_64 ] || die "this emulates arm64 on an x86-64 host; on a real Pi follow docs/commands/export.md"
 for tool in debootstrap qemu-aarch64-static update-binfmts chroot; do
     command -v $tool >/dev/null ||
         die "$tool not found: apt install qemu-user-static binfmt-support debootstrap"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -89,8 +90,14 @@ def parse_damage(items: list[str]) -> tuple[tuple[str, float], ...]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run a diagnosis as the flags ask, write its folder, print its tables. A recovery curve
-    that fails is a SutError raised after the diagnosis is written (exit 3, nothing lost)."""
+    diagnose(args)
+    return 0
+
+
+def diagnose(args: argparse.Namespace) -> Path:
+    """Run a diagnosis as the flags ask, write its folder, print its tables; the folder. A
+    recovery curve that fails is a SutError raised after the diagnosis is written (exit 3,
+    nothing lost)."""
     from quantmark.diagnosis import steps  # scipy: see the module's docstring
 
     config = steps.DiagnoseConfig(
@@ -120,4 +127,4 @@ def main(args: argparse.Namespace) -> int:
     if record.get("recovery_failed"):
         raise SutError(f"the recovery curve failed ({record['recovery_failed']}); the "
                        f"diagnosis is written to {folder}")
-    return 0
+    return folder

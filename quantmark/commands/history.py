@@ -44,17 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from quantmark.store.results_store import epoch, open_store
-
-    filters = {name: getattr(args, name) for name in FILTERS if getattr(args, name)}
-    for name in ("since", "until"):  # a bad date is bad input, before the store is opened
-        epoch(filters.get(name))
-    with open_store(args.store) as store:
-        points = store.points(**filters)
-        qualities = store.quality_points(**filters)
-        if not points and not qualities:
-            console.print(nothing_matched(store, filters), soft_wrap=True)
-            return 1
+    points, qualities, nothing = matching(args)
+    if nothing:
+        console.print(nothing, soft_wrap=True)
+        return 1
     show(points)
     show_quality(qualities)
     if note := unchecked_note(points):
@@ -72,6 +65,21 @@ def main(args: argparse.Namespace) -> int:
             if more > 0 else ""
         console.print(f"trend of {drawn} series in {escape(args.plot)}{note}")
     return 0
+
+
+def matching(args: argparse.Namespace) -> tuple[list[Point], list[QualityPoint], str]:
+    """The store's figures (and accuracy runs' qualities) the filters select, oldest first;
+    with none, the line that says why ("" when some matched)."""
+    from quantmark.store.results_store import epoch, open_store
+
+    filters = {name: getattr(args, name) for name in FILTERS if getattr(args, name)}
+    for name in ("since", "until"):  # a bad date is bad input, before the store is opened
+        epoch(filters.get(name))
+    with open_store(args.store) as store:
+        points = store.points(**filters)
+        qualities = store.quality_points(**filters)
+        nothing = "" if points or qualities else nothing_matched(store, filters)
+    return points, qualities, nothing
 
 
 def nothing_matched(store: Store, filters: dict[str, str]) -> str:

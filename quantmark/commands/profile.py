@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    profile(args)
+    return 0
+
+
+def profile(args: argparse.Namespace) -> Path:
+    """Profile as the flags ask, write the folder, print its tables; the folder."""
     from quantmark.diagnosis import profile_run
 
     config = profile_run.ProfileConfig(
@@ -80,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     show(found)
     console.print(f"written to {escape(str(folder))}: results.json, layers.csv, profile.png",
                   soft_wrap=True)
-    return 0
+    return folder
 
 
 def write(found: dict, config: object, started: float) -> Path:

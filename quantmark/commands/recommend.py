@@ -30,6 +30,7 @@ from quantmark.commands import options
 from quantmark.ground.errors import UserError
 from quantmark.ground.layout import system_id
 from quantmark.ground.locks import sole_writer
+from quantmark.ground.records import RecommendationRecord
 from quantmark.recommend.candidates import (
     DEFAULT_RECOVER,
     OBJECTIVE_NAMES,
@@ -294,14 +295,20 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from quantmark.recommend import answer
-    from quantmark.recommend.journal import Journal, RecordingMeasurer, resumable
-    from quantmark.recommend.search import search
-
     model = check_args(args)
     config = search_config(args)
     if args.cluster:
         return on_cluster(args, model, config)
+    record = answer_here(args, model, config)
+    return 1 if record.verdict in ("infeasible", "cannot tell") else 0
+
+
+def answer_here(args: argparse.Namespace, model: str, config: Any) -> RecommendationRecord:
+    """Search (or resume) on this machine, write the answer and print it; its record."""
+    from quantmark.recommend import answer
+    from quantmark.recommend.journal import Journal, RecordingMeasurer, resumable
+    from quantmark.recommend.search import search
+
     folder = folder_of(args, model)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -340,7 +347,7 @@ def main(args: argparse.Namespace) -> int:
     answer.show(console, record)
     console.print(f"written to {escape(str(folder))}: recommendation.json, evidence.json"
                   + (", pareto.png" if record.figure else ""), soft_wrap=True)
-    return 1 if outcome.verdict in ("infeasible", "cannot tell") else 0
+    return record
 
 
 def on_cluster(args: argparse.Namespace, model: str, config: Any) -> int:

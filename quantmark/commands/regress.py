@@ -60,8 +60,6 @@ def open_store(url: str | None) -> Any:
 
 def main(args: argparse.Namespace) -> int:
     """Print every selected series' verdict; 1 when any regressed, else 0."""
-    if not 0 < args.fdr < 1:
-        raise UserError(f"--fdr {args.fdr}: give a rate between 0 and 1, e.g. 0.05")
     from quantmark.store.verdicts import REGRESSED  # scipy: see the module's docstring
 
     verdicts = judge(args)
@@ -82,6 +80,8 @@ def judge(args: argparse.Namespace) -> list[Any]:
     from quantmark.store.regress_baseline import parse_baseline
     from quantmark.store.verdicts import regress
 
+    if not 0 < args.fdr < 1:
+        raise UserError(f"--fdr {args.fdr}: give a rate between 0 and 1, e.g. 0.05")
     with open_store(args.store) as store:
         points = store.points(machine=args.machine)
         where = getattr(store, "url", None) or args.store or "the default store"

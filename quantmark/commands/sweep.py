@@ -5,6 +5,7 @@ its own process, resumable; then its report."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.markup import escape
 
@@ -74,6 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run (or resume) a sweep, then write its report. Exit 0 when every cell ran or was
     explained as unavailable; 1 when some failed (they are rows in the report)."""
+    outcome = sweep(args)
+    failed = sum(n for status, n in outcome.counts.items() if status not in ("ok", "unavailable"))
+    return 1 if failed else 0
+
+
+def sweep(args: argparse.Namespace) -> Any:
+    """Run (or resume) the sweep the flags describe and write its report; its outcome (the
+    folder, the cells by status, how many ran now)."""
     spec = spec_from_args(args, load_sweep_file(args.file) if args.file else {})
     # the dataset folders were read as each model's task reads them (sweep.plan's checks)
     validate_inputs(None, spec.calibration_list, spec.user_conf)
@@ -82,5 +91,4 @@ def main(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items()))
     console.print(f"sweep {escape(str(outcome.root))}: {counts} ({outcome.ran} ran now)")
     report_verb.report([str(outcome.root)], None)
-    failed = sum(n for status, n in outcome.counts.items() if status not in ("ok", "unavailable"))
-    return 1 if failed else 0
+    return outcome

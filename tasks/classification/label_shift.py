@@ -28,7 +28,7 @@ RATIO = 2.0
 ALPHA = 1e-4  # the sign test's bound: a shift this unlikely under "no shift" is named
 MIN_SAMPLES = 20
 FIX = ("export the model with its extra (background) class first, or with 1000 outputs "
-       "(README, Label conventions)")
+       "(docs/topics/your-model.md, Label conventions)")
 
 
 def sign_test_bound(better: int, worse: int) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import numpy as np
@@ -320,71 +319,8 @@ def test_sut_failure_keeps_the_good_run_and_the_failed_logs(tiny, short_conf, tm
     assert "FAILED" in (tmp_path / "report.csv").read_text()
 
 
-# --- the dispatcher: verbs found, not listed; every README form parses ----------------------
-
-COMMAND = re.compile(r"^\s*\S*python3? run\.py(?P<args>(?:\s.*)?)$")
-
-
-def _readme_forms() -> list[str]:
-    """Every ``python run.py ...`` the README shows, in code blocks (with their continuation
-    lines) and in inline code, as the text after ``run.py``."""
-    lines = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
-    found, in_code = [], False
-    for number, line in enumerate(lines):
-        if line.startswith("```"):
-            in_code = not in_code
-            continue
-        if not in_code:
-            found += re.findall(r"`\S*python3? run\.py([^`]*)`", line)
-            continue
-        for segment in line.split("&&"):
-            match = COMMAND.match(segment)
-            if not match:
-                continue
-            text, following = match["args"], number + 1
-            while text.rstrip().endswith("\\") or (following < len(lines) and re.match(
-                    r"\s+\[", lines[following])):  # a backslash, or the synopsis' indent
-                text = text.rstrip().rstrip("\\") + " " + lines[following].strip()
-                following += 1
-            found.append(text)
-    return found
-
-
-def _concrete(form: str) -> list[str]:
-    """A synopsis made a command line: comments dropped, ``[A | B]`` -> A, ``[A]`` -> A,
-    ``...`` dropped, ``{a,b}`` -> a, ``a|b`` -> a, and N/K/PCT numbers."""
-    text = re.sub(r"\s+#.*$", "", form)
-    while True:
-        before = text
-        text = re.sub(r"\[([^\[\]|]*)\]", r"\1", text)
-        text = re.sub(r"\[([^\[\]|]*)\|[^\[\]]*\]", r"\1", text)
-        if text == before:
-            break
-    text = re.sub(r",?\.\.\.", "", text)
-    text = re.sub(r"\{([^,{}]+),[^{}]*\}", r"\1", text)
-    text = re.sub(r"([^\s|]+)\|\S+", r"\1", text)
-    return [{"N": "2", "K": "2", "PCT": "5"}.get(word, word) for word in shlex.split(text)]
-
-
-def test_the_readme_shows_every_verb_and_the_default_forms():
-    forms = [_concrete(form) for form in _readme_forms()]
-    assert len(forms) > 30
-    assert [] in forms  # python run.py: the default job
-    named = {form[0] for form in forms if form}
-    from quantmark import commands
-
-    assert set(commands.verbs()) - {"run"} <= named
-
-
-@pytest.mark.parametrize("form", _readme_forms())
-def test_every_readme_command_line_parses(form):
-    from quantmark import cli, commands
-
-    argv = _concrete(form)
-    verb, args = cli.parse(argv)
-    expected = argv[0] if argv and argv[0] in commands.verbs() else "run"
-    assert verb.NAME == expected, (form, argv)
-    assert "verb" not in vars(args)  # a verb's main sees its own flags only
+# --- the dispatcher: verbs found, not listed (every command line the README and the docs
+# show parses: tests/docs/test_commands.py) ----------------------------------------------
 
 
 def test_no_verb_is_the_run_verb_and_no_flags_the_default_job(monkeypatch):
