@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quantmark.api.flags import arguments
 from quantmark.api.results import (
@@ -32,7 +32,10 @@ from quantmark.api.results import (
 from quantmark.ground.errors import SutError, UserError
 
 if TYPE_CHECKING:
-    from quantmark.ground.records import DiagnosisRecord, ProfileRecord
+    from quantmark.ground.records import DiagnosisRecord, JobRecord, ProfileRecord
+
+#: the kind of record ``_written`` reads back
+JobRecordT = TypeVar("JobRecordT", bound="JobRecord")
 
 
 @contextlib.contextmanager
@@ -153,25 +156,30 @@ def profile(*, show: bool = False, **flags: Any) -> ProfileRecord:
     """Where a SUT's time goes, layer by layer, against its reference (``run.py profile``);
     the record its folder holds."""
     from quantmark.commands import profile as verb
-    from quantmark.ground.records import RESULTS, ProfileRecord, load_record
+    from quantmark.ground.records import ProfileRecord
 
     args = arguments("profile", "profile", flags)
     with _printing(verb.console, show):
         folder = verb.profile(args)
-    found = load_record(folder / RESULTS, ProfileRecord.KIND)
-    assert isinstance(found, ProfileRecord)
-    return found
+    return _written(folder, ProfileRecord)
 
 
 def diagnose(*, show: bool = False, **flags: Any) -> DiagnosisRecord:
     """Where an INT8 SUT loses precision against its framework's FP32, layer by layer, and
     (``recover=K``) the way back (``run.py diagnose``); the record its folder holds."""
     from quantmark.commands import diagnose as verb
-    from quantmark.ground.records import RESULTS, DiagnosisRecord, load_record
+    from quantmark.ground.records import DiagnosisRecord
 
     args = arguments("diagnose", "diagnose", flags)
     with _printing(verb.console, show):
         folder = verb.diagnose(args)
-    found = load_record(folder / RESULTS, DiagnosisRecord.KIND)
-    assert isinstance(found, DiagnosisRecord)
+    return _written(folder, DiagnosisRecord)
+
+
+def _written(folder: Path, kind: type[JobRecordT]) -> JobRecordT:
+    """The record of ``kind`` a verb wrote in ``folder``, read the one way records are."""
+    from quantmark.ground.records import RESULTS, load_record
+
+    found = load_record(folder / RESULTS, kind.KIND)
+    assert isinstance(found, kind)
     return found
