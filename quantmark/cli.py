@@ -2,8 +2,10 @@
 
 ``run.py`` at the top of the repository and the ``quantmark`` console script both call ``main``.
 Each verb is one module of ``quantmark.commands`` (found, not listed: see that package), which
-declares its flags and acts; this module only picks the verb and turns what goes wrong into one
-line and an exit code. ``run`` is the verb when none is named, so these all work::
+declares its flags; the verb runs through the Python API where it answers it
+(``quantmark.api.command_line``: the same call ``quantmark.run(...)`` makes), else through the
+verb's own ``main``. This module only picks the verb and turns what goes wrong into one line
+and an exit code. ``run`` is the verb when none is named, so these all work::
 
     python run.py                                   # the built-in default job
     python run.py --scenario Offline --sut ort-int8 [--model resnet50] ...
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import sys
 
+from quantmark.api import command_line
 from quantmark.commands.parsing import DEFAULT_VERB, build_parser, parse
 from quantmark.ground import logs
 from quantmark.ground.errors import SutError, UserError
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         verb, args = parse(argv)
-        return verb.main(args)
+        return command_line.main(verb, args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

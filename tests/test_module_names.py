@@ -34,15 +34,16 @@ def _parts() -> dict[str, Path]:
 
 
 def _verb_modules() -> dict[str, str]:
-    """The verb modules of ``quantmark/commands/`` (a top-level ``NAME`` and ``main``): dotted
-    module -> its ``NAME``."""
+    """The verb modules of ``quantmark/commands/`` (a top-level ``NAME`` and
+    ``add_arguments``, as ``quantmark.commands.verbs`` finds them): dotted module -> its
+    ``NAME``."""
     verbs = {}
     for path in sorted((ROOT / "quantmark" / "commands").glob("*.py")):
         tree = ast.parse(path.read_text())
         names = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
                  for target in node.targets if isinstance(target, ast.Name)}
         functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-        if "NAME" in names and "main" in functions:
+        if "NAME" in names and "add_arguments" in functions:
             verbs[f"quantmark.commands.{path.stem}"] = ast.literal_eval(names["NAME"])
     return verbs
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from quantmark.report.loadgen_log import RunSummary
     from quantmark.report.stats import Interval, Ratio
     from quantmark.store.points import Point
+    from quantmark.store.quality_jobs import QualityPoint
 
 
 def _frame(rows: Sequence[dict[str, Any]], columns: Sequence[str] = ()) -> pandas.DataFrame:
@@ -69,6 +70,11 @@ class RunResult:
         """An accuracy run's figures in its task's metric (``{"top1": 98.3, ...}``)."""
         return self.record.accuracy
 
+    @property
+    def exit_code(self) -> int:
+        """``run.py``'s: 0 (an INVALID run is a figure with its verdict, not a failure)."""
+        return 0
+
 
 def run_result(run_dirs: Sequence[str | Path]) -> RunResult:
     """The runs in ``run_dirs`` as LoadGen's logs tell them (a record that disagrees with its
@@ -98,6 +104,8 @@ class Comparison:
     #: one line per run left out (INVALID, incomplete, a copy) or flagged (its record
     #: disagrees with LoadGen's logs)
     notes: tuple[str, ...] = ()
+    #: the flagged ones alone
+    flagged: tuple[str, ...] = ()
 
     @property
     def speedup(self) -> float:
@@ -106,6 +114,11 @@ class Comparison:
     @property
     def verdict(self) -> str:
         return self.ratio.verdict
+
+    @property
+    def exit_code(self) -> int:
+        """``run.py compare``'s: 1 when a run was flagged, else 0."""
+        return 1 if self.flagged else 0
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,11 @@ class SweepResult:
     @property
     def failed(self) -> int:
         return sum(n for status, n in self.counts.items() if status not in ("ok", "unavailable"))
+
+    @property
+    def exit_code(self) -> int:
+        """``run.py sweep``'s: 1 when a cell failed (a row of the report), else 0."""
+        return 1 if self.failed else 0
 
     def to_frame(self) -> pandas.DataFrame:
         """The report's table (``report.csv``): one row per configuration, every figure with
@@ -134,11 +152,22 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class History:
-    """``history(...)``: each job's figure of each matching series, oldest first."""
+    """``history(...)``: each job's figure of each matching series, oldest first, and each
+    accuracy run's quality."""
 
     points: tuple[Point, ...]
     #: jobs recorded before the store checked figures against LoadGen's logs
     note: str | None = None
+    qualities: tuple[QualityPoint, ...] = ()
+    #: where ``plot=`` drew the trend
+    plot: Path | None = None
+    #: why nothing matched (the filters that match nothing); None when something did
+    nothing: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``run.py history``'s: 1 when nothing matched, else 0."""
+        return 1 if self.nothing else 0
 
     def to_frame(self) -> pandas.DataFrame:
         """One row per job and series: the series' fields, the figure and its interval."""
@@ -165,6 +194,11 @@ class Regression:
         from quantmark.store.verdicts import REGRESSED
 
         return tuple(v for v in self.verdicts if v.outcome == REGRESSED)
+
+    @property
+    def exit_code(self) -> int:
+        """``run.py regress``'s: 1 when a series regressed, else 0."""
+        return 1 if self.regressed else 0
 
     def to_frame(self) -> pandas.DataFrame:
         """One row per series: its fields, the verdict, the newest figure against the
@@ -199,6 +233,12 @@ class Recommendation:
     def recommended(self) -> str | None:
         """The recommended candidate's key (``ort-int8 b8 t2``), None without one."""
         return (self.record.recommended or {}).get("key")
+
+    @property
+    def exit_code(self) -> int:
+        """``run.py recommend``'s: 1 when no configuration meets the limits or the evidence
+        cannot tell, else 0."""
+        return 1 if self.verdict in ("infeasible", "cannot tell") else 0
 
     @property
     def cannot_tell(self) -> dict[str, list[str]]:

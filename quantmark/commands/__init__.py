@@ -1,9 +1,11 @@
 """quantmark's command-line verbs, one module each, named after its verb (``train-bench`` is
 ``train_bench.py``), the way pytest's plugins each declare their own options.
 
-A verb module has ``NAME`` (the word on the command line), ``HELP`` (one line),
-``add_arguments(parser)`` (its flags; the groups several verbs share come from ``options``)
-and ``main(args) -> int`` (the exit code). It may add ``DESCRIPTION`` for its ``--help``.
+A verb module has ``NAME`` (the word on the command line), ``HELP`` (one line) and
+``add_arguments(parser)`` (its flags; the groups several verbs share come from ``options``),
+and the job the flags describe. What the Python API answers (``quantmark.api.command_line``)
+the command line runs through the API; the rest is the verb's ``main(args) -> int`` (the exit
+code). It may add ``DESCRIPTION`` for its ``--help``.
 They are found here, not listed: a new verb is one new module. A verb module imports only
 what the lean install has at its top; heavy parts are imported when the verb runs.
 """
@@ -20,6 +22,6 @@ def verbs() -> dict[str, ModuleType]:
     found: dict[str, ModuleType] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "NAME") and hasattr(module, "main"):
+        if hasattr(module, "NAME") and hasattr(module, "add_arguments"):
             found[module.NAME] = module
     return found

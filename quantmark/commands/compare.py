@@ -3,7 +3,8 @@
 The figures are LoadGen's, from each run's logs: a run whose results.json says otherwise, or a
 copy of another run, is flagged in one line and compare exits 1 (the verdict, made of LoadGen's
 figures, is still printed). The comparison's statistics (scipy) are imported when it runs: the
-lean install lacks them."""
+lean install lacks them. The job is ``quantmark.run.comparison``; ``run.py compare`` and
+``quantmark.compare()`` both answer through ``quantmark.api``."""
 
 from __future__ import annotations
 
@@ -27,16 +28,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the runs were made side by side, interleaved (A1 B1 A2 B2 ...): "
                              "pair them by repeat so drift cancels")
 
-
-def main(args: argparse.Namespace) -> int:
-    return 1 if compare(args.a, args.b, args.paired) else 0
-
-
-def compare(a: str, b: str, paired: bool = False) -> int:
-    """Print the ratio of two sets of repeated runs with its interval and verdict; the number
-    of runs flagged (not what LoadGen measured)."""
-    from quantmark.run import comparison  # scipy: see the module's docstring
-
-    side_a, side_b, ratio = comparison.compare(a, b, paired)
-    comparison.show(console, side_a, side_b, ratio)
-    return len(side_a.flagged) + len(side_b.flagged)

@@ -89,11 +89,6 @@ def parse_damage(items: list[str]) -> tuple[tuple[str, float], ...]:
     return tuple(faults)
 
 
-def main(args: argparse.Namespace) -> int:
-    diagnose(args)
-    return 0
-
-
 def diagnose(args: argparse.Namespace) -> Path:
     """Run a diagnosis as the flags ask, write its folder, print its tables; the folder. A
     recovery curve that fails is a SutError raised after the diagnosis is written (exit 3,

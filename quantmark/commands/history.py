@@ -9,6 +9,7 @@ matplotlib are imported when the verb runs."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -43,28 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also draw each series' trend, one panel per series")
 
 
-def main(args: argparse.Namespace) -> int:
-    points, qualities, nothing = matching(args)
-    if nothing:
-        console.print(nothing, soft_wrap=True)
-        return 1
-    show(points)
-    show_quality(qualities)
-    if note := unchecked_note(points):
-        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
-    if args.plot:
-        from pathlib import Path
+def plot(path: str, points: list[Point], qualities: list[QualityPoint]) -> Path:
+    """Draw each series' trend (figures and accuracy) into ``path``; say where."""
+    from quantmark.store.quality_jobs import as_point
+    from quantmark.store.trend_plot import MAX_PANELS, plot_history
 
-        from quantmark.store.quality_jobs import as_point
-        from quantmark.store.trend_plot import MAX_PANELS, plot_history
-
-        drawn_points = [*points, *(as_point(q) for q in qualities)]
-        drawn = plot_history(drawn_points, Path(args.plot))
-        more = len({p.series for p in drawn_points}) - drawn
-        note = f" (the first {MAX_PANELS}: narrow the filters for the other {more})" \
-            if more > 0 else ""
-        console.print(f"trend of {drawn} series in {escape(args.plot)}{note}")
-    return 0
+    drawn_points = [*points, *(as_point(q) for q in qualities)]
+    drawn = plot_history(drawn_points, Path(path))
+    more = len({p.series for p in drawn_points}) - drawn
+    note = f" (the first {MAX_PANELS}: narrow the filters for the other {more})" \
+        if more > 0 else ""
+    console.print(f"trend of {drawn} series in {escape(path)}{note}")
+    return Path(path)
 
 
 def matching(args: argparse.Namespace) -> tuple[list[Point], list[QualityPoint], str]:

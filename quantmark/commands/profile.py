@@ -60,11 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.threads(parser)
 
 
-def main(args: argparse.Namespace) -> int:
-    profile(args)
-    return 0
-
-
 def profile(args: argparse.Namespace) -> Path:
     """Profile as the flags ask, write the folder, print its tables; the folder."""
     from quantmark.diagnosis import profile_run

@@ -295,12 +295,13 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    model = check_args(args)
-    config = search_config(args)
-    if args.cluster:
-        return on_cluster(args, model, config)
-    record = answer_here(args, model, config)
-    return 1 if record.verdict in ("infeasible", "cannot tell") else 0
+    """``--cluster``: each node's search (on this machine the search is
+    ``quantmark.recommend()``'s, and the command line runs it through that:
+    ``quantmark.api``)."""
+    if not args.cluster:
+        raise UserError("a search on this machine runs through quantmark.api "
+                        "(quantmark.recommend(), or run.py recommend)")
+    return on_cluster(args, check_args(args), search_config(args))
 
 
 def answer_here(args: argparse.Namespace, model: str, config: Any) -> RecommendationRecord:

@@ -58,17 +58,6 @@ def open_store(url: str | None) -> Any:
     return open_results_store(url)
 
 
-def main(args: argparse.Namespace) -> int:
-    """Print every selected series' verdict; 1 when any regressed, else 0."""
-    from quantmark.store.verdicts import REGRESSED  # scipy: see the module's docstring
-
-    verdicts = judge(args)
-    show(verdicts, args.fdr)
-    if args.json:
-        write_json(args.json, verdicts, args)
-    return 1 if any(v.outcome == REGRESSED for v in verdicts) else 0
-
-
 def _filters(args: argparse.Namespace) -> dict[str, str]:
     return {name: getattr(args, name) for name in ("model", "sut", "scenario", "machine")
             if getattr(args, name)}

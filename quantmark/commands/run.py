@@ -84,7 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """What the flags ask for; exit 1 when a compliance check failed."""
+    """The modes the Python API does not answer (one test or a repeat set is
+    ``quantmark.run()``'s, and the command line runs it through that: ``quantmark.api``);
+    exit 1 when a compliance check failed."""
     if args.list_suts:
         list_suts()
     elif args.ensemble:
@@ -95,11 +97,9 @@ def main(args: argparse.Namespace) -> int:
         return 0 if run_audit(config_from_args(args)) else 1
     elif not args.scenario and not args.sut and not args.model:
         default_job(args.output, args.repeats)
-    elif args.repeats is not None or args.until_stable is not None:
-        run_repeated(config_from_args(args), 1 if args.repeats is None else args.repeats,
-                     args.until_stable, args.max_repeats)
     else:
-        run_one(config_from_args(args))
+        raise UserError("one test or a repeat set runs through quantmark.api "
+                        "(quantmark.run(), or run.py)")
     return 0
 
 

@@ -72,14 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or gpu, e.g. 'tflite-*:arch=aarch64' (repeatable; needs --cluster)")
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run (or resume) a sweep, then write its report. Exit 0 when every cell ran or was
-    explained as unavailable; 1 when some failed (they are rows in the report)."""
-    outcome = sweep(args)
-    failed = sum(n for status, n in outcome.counts.items() if status not in ("ok", "unavailable"))
-    return 1 if failed else 0
-
-
 def sweep(args: argparse.Namespace) -> Any:
     """Run (or resume) the sweep the flags describe and write its report; its outcome (the
     folder, the cells by status, how many ran now)."""

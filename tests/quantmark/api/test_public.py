@@ -76,7 +76,8 @@ def test_history_and_regress_read_the_runs_store(repeat_sets: dict[str, Any],
     assert len(verdicts.verdicts) == 2 and not verdicts.regressed
     assert set(verdicts.to_frame()["outcome"]) == {"cannot judge"}  # one job each: no baseline
     empty = qm.history(store=store_url, model="no-such-model")
-    assert empty.points == () and "no-such-model" in empty.note
+    assert empty.points == () and "no-such-model" in (empty.nothing or "")
+    assert empty.exit_code == 1 and verdicts.exit_code == 0
 
 
 def test_a_sweeps_table_is_a_data_frame(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ def test_report_shows_the_diagnosis(diagnosed, tmp_path):
 
 def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monkeypatch):
     from quantmark import cli
+    from quantmark.api import command_line
     from quantmark.diagnosis import steps
     from quantmark.ground.errors import SutError
     from tests.report.test_diagnosis_section import _record
@@ -93,7 +94,7 @@ def test_a_failed_recovery_keeps_the_diagnosis_and_is_not_exit_0(tmp_path, monke
                             str(tmp_path)])
     assert verb.NAME == "diagnose"
     with pytest.raises(SutError, match="recovery curve failed .*NNCF.*diagnosis is written"):
-        verb.main(args)
+        command_line.main(verb, args)  # the CLI's dispatch, its errors not yet lines
     written = json.loads(next(tmp_path.rglob("results.json")).read_text())
     assert written["recovery_failed"].startswith("K=2") and len(written["layers"]) == 4
     assert "RECOVERY FAILED: K=2" in next(tmp_path.rglob("layers.md")).read_text()
