@@ -10,11 +10,11 @@ never more than the samples, with Student's quantile on G - 1 degrees of freedom
 sample agrees (or none does) the spread says nothing, and each source image counts once.
 
 With fewer than ``MIN_VERDICT_GROUPS`` source images no interval is given, as no accuracy
-verdict is. Seeded simulation (``python -m quantmark.bench.rate_claims --only h``,
-BENCHMARKS.md) finds it covering 94.9-96.9% on 300 independent images and 94.8-95.5% from 50
-source photos up when the photos differ moderately, but 87.6% at 50 photos and 93.0% at 200
-when a few photos disagree wholesale and the rest never do (true agreement 99%); the same
-crops read as independent images cover 69%.
+verdict is. Seeded simulation (``python -m quantmark.bench.rate_claims --only h``; BENCHMARKS.md at
+ab1032b, "Issue 43 closed") finds it covering 94.9-96.9% on 300 independent images and 94.8-95.5%
+from 50 source photos up when the photos differ moderately, but 87.6% at 50 photos and 93.0% at 200
+when a few photos disagree wholesale and the rest never do (true agreement 99%); the same crops read
+as independent images cover 69%.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ assumption raises false alarms: seeded stores with one earlier job raised one in
 them on quiet runs, 18% where the drift was 4.5x the runs' spread (``bench/regress_rates``).
 So such a series reads "too little history to separate drift from change", exit 0, unless
 its change is beyond ``DRIFT_BOUND`` with the runs' own noise alone: more than any plausible
-drift between two jobs explains. On the 2-vCPU VM two clean jobs of one SUT differed by
-1.30x (BENCHMARKS.md, recommend); between-job spreads of 5-18% of log put a 2x change 2.7
-to 9.8 standard deviations of a two-job difference away, and the simulated stores with a
-drift twice or more the runs' spread raised a false alarm in at most 5% of them
-(``bench/rate_claims``). ``run.py regress --assume-drift`` judges such series on the stated
+drift between two jobs explains. On the 2-vCPU VM two clean jobs of one SUT differed by 1.30x
+(BENCHMARKS.md at ab1032b, "run.py recommend: a search that decides"); between-job spreads of 5-18%
+of log put a 2x change 2.7 to 9.8 standard deviations of a two-job difference away, and the
+simulated stores with a drift twice or more the runs' spread raised a false alarm in at most 5% of
+them (``bench/rate_claims``). ``run.py regress --assume-drift`` judges such series on the stated
 assumption instead, as before, exit 1 on a regression.
 """
 

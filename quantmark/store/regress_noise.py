@@ -52,15 +52,15 @@ MIN_OWN_JOBS = 5  # 4 degrees of freedom: below that a series' own spread is a p
 MIN_FEW_JOBS = 3
 MIN_POOLED_DF = 4
 MIN_POOLED_SERIES = 3
-# Too few jobs to measure it: the between-job sd is taken as this multiple of the within-job
-# sd. On a 2-vCPU VM ort-int8 SingleStream ran 3.39 ms in one job and 2.61 ms in the next (log
-# difference 0.26) with runs inside a job within sd 0.04-0.15 of log (BENCHMARKS.md,
-# recommend): 3x covers that pair (1.5 sd of a difference at 0.04). A machine that drifts by
-# more than 3x its runs' spread breaks the assumption: seeded stores with between-job sd 0.18
-# and within-job 0.04 raised a false alarm in 17.5% of them with one earlier job
-# (bench/regress_rates.py), and 23% of stores of quiet runs (within 0.01, between 0.05). So a
-# verdict rests on it only when asked (``run.py regress --assume-drift``); otherwise such a
-# series reads "too little history" unless it changed beyond any plausible drift
+# Too few jobs to measure it: the between-job sd is taken as this multiple of the within-job sd.
+# On a 2-vCPU VM ort-int8 SingleStream ran 3.39 ms in one job and 2.61 ms in the next (log
+# difference 0.26) with runs inside a job within sd 0.04-0.15 of log (BENCHMARKS.md at ab1032b,
+# "run.py recommend: a search that decides"): 3x covers that pair (1.5 sd of a difference at
+# 0.04). A machine that drifts by more than 3x its runs' spread breaks the assumption: seeded
+# stores with between-job sd 0.18 and within-job 0.04 raised a false alarm in 17.5% of them with
+# one earlier job (bench/regress_rates.py), and 23% of stores of quiet runs (within 0.01, between
+# 0.05). So a verdict rests on it only when asked (``run.py regress --assume-drift``); otherwise
+# such a series reads "too little history" unless it changed beyond any plausible drift
 # (``regress_history``).
 FALLBACK_BETWEEN_FACTOR = 3.0
 

@@ -4,8 +4,9 @@ Members whose preprocessing differs (Lite1 at 240 px, Lite2 at 260, NHWC for TFL
 full-integer model) each need their own input. The ensemble's QSL holds one
 ``QuerySampleLibrary`` per distinct input (members with the same recipe and no encoding share
 one) and loads and unloads them together on LoadGen's request. Everything is preprocessed and
-encoded at load, outside the timed path; the price is memory (one buffer per input) and a
-gather per input per batch, both measured in BENCHMARKS.md.
+encoded at load, outside the timed path; the price is memory (one buffer per input) and a gather per
+input per batch, both measured by ``quantmark.bench.ensemble_inputs`` (BENCHMARKS.md at ab1032b,
+"Ensembles of co-located models").
 """
 
 from __future__ import annotations

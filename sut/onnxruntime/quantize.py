@@ -284,8 +284,8 @@ DYNAMIC_RECIPE: dict[str, Any] = {"weight_type": "QInt8", "per_channel": True,
 def quantize_dynamic_int8(fp32: Artifact) -> Artifact:
     """Dynamic INT8: weights quantized offline, activations quantized per call from their
     observed range (no calibration). ORT runs convolutions as ConvInteger, which MLAS does not
-    accelerate like QLinearConv: on CNNs it is expected to be slower than FP32 (see
-    BENCHMARKS.md); the SUT reports it rather than hiding it.
+    accelerate like QLinearConv: on CNNs it is expected to be slower than FP32 (see BENCHMARKS.md at
+    ab1032b, "Every CPU SUT: Offline throughput"); the SUT reports it rather than hiding it.
 
     Depthwise convolutions stay FP32: dynamic per-tensor activation quantization of them cost
     EfficientNet-Lite0 12 points of top-1 on the built-in photos (55.7% vs 67.6%; 69.3% with

@@ -214,7 +214,7 @@ def test_sides_a_case_lacks_are_named_with_their_reason() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("text,tool,suffix,layout", [
-    # ov-fp32: the same benchmark_app path as ov-int8 (BENCHMARKS.md measures that one)
+    # ov-fp32: the same benchmark_app path as ov-int8 (BENCHMARKS.md at ab1032b measures that one)
     # without NNCF's quantization of the detector, ~100 s of this test on a fresh cache
     ("ov-fp32:digits-detect:Offline:8", "benchmark_app", ".xml", (8, 3, 96, 96)),
     ("tflite-int8:digits-detect:SingleStream:1", "litert-benchmark", ".tflite", (1, 96, 96, 3))])

@@ -1,7 +1,8 @@
 """The fleet sweep's driver: cells become Ray tasks placed by the resources they need.
 
 - **Isolation.** Every cell takes its node's one ``quantmark_slot``: two cells never run at
-  once on a node (a conversion or an accuracy run beside a timed cell disturbs it: BENCHMARKS).
+  once on a node (a conversion or an accuracy run beside a timed cell disturbs it: BENCHMARKS.md at
+  ab1032b, "Fleet sweeps on Ray").
 - **Same-machine ratios.** A model's cells of one framework (an ensemble's with its members')
   form a group: its first cell goes wherever it fits, the rest follow it to that node, so
   every speedup against FP32 compares two runs of one machine.

@@ -345,7 +345,7 @@ def test_the_interval_covers_a_null_difference_about_95_percent_of_the_time():
 @pytest.mark.slow
 def test_the_interval_covers_a_null_difference_with_more_trials():
     """200 trials of 100 images at the default 1000 resamples (~50 s; 400 trials measured
-    94.5% in stop 41, BENCHMARKS.md)."""
+    94.5% in stop 41, BENCHMARKS.md at ab1032b)."""
     assert 0.90 <= _null_coverage(200, images=100, resamples=1000, seed=7) <= 0.99
 
 
