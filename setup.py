@@ -72,10 +72,12 @@ STORE_PG = ["psycopg[binary]>=3.1"]
 # the fleet tests start a local cluster; pytest-xdist: the tests run in two workers; psycopg:
 # the store's tests run on a real PostgreSQL server too; mkdocs and mkdocstrings: the manual in
 # docs/ is a site (mkdocs.yml), whose strict build, API reference included, is a test; mypy:
-# the public API's types (tools/type_check.sh); pandas: the API's to_frame()
+# the public API's types (tools/type_check.sh); pandas: the API's to_frame(); nbformat, nbclient
+# and ipykernel: the example notebook (examples/) is executed by a real kernel, a slow test
 DEV = ["pytest>=8", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "ruff>=0.6", "import-linter>=2.1",
        "setuptools>=64", "wheel>=0.40", "mkdocs>=1.6", "mkdocstrings[python]>=1.0",
-       "mypy>=1.10", "pandas>=2"] + RAY + STORE_PG
+       "mypy>=1.10", "pandas>=2", "nbformat>=5.9", "nbclient>=0.10", "ipykernel>=6.29"
+       ] + RAY + STORE_PG
 
 setup(
     name="quantmark",

@@ -348,17 +348,16 @@ def draw(record: DiagnosisRecord, path: Path) -> Path | None:
     (and, with a recovery curve, its metric and throughput against K). None without
     matplotlib."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401 - whether it is installed
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from quantmark.report import canvas
     except ImportError:
         log.warning("matplotlib is not installed: no diagnosis figure")
         return None
     from quantmark.ground.hashing import atomic_write_bytes
 
     rows = (record.recovery or {}).get("rows", [])
-    fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(13 if rows else 9, 4.2),
+    fig, axes = canvas.subplots(1, 2 if rows else 1, figsize=(13 if rows else 9, 4.2),
                              gridspec_kw={"width_ratios": [2.2, 1]} if rows else None,
                              squeeze=False)
     _draw_layers(axes[0][0], record)
@@ -368,7 +367,6 @@ def draw(record: DiagnosisRecord, path: Path) -> Path | None:
     fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=110)
-    plt.close(fig)
     atomic_write_bytes(path, out.getvalue())
     return path
 

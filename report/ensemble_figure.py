@@ -10,9 +10,10 @@ import logging
 import re
 from dataclasses import replace
 
+from quantmark.report import canvas
 from quantmark.report import figures as base
 from quantmark.report.ensembles import AccuracyTable, Section, SpeedRow, SpeedTable, mode
-from quantmark.report.figures import Figure, plt
+from quantmark.report.figures import Figure
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def ensemble_figure(section: Section, system: str, name: str) -> Figure | None:
     if not panels:
         return None
     height = max([len(t.rows) for t in speed] + [len(bars)])
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 0.42 * height + 1.8),
+    fig, axes = canvas.subplots(1, panels, figsize=(5.5 * panels, 0.42 * height + 1.8),
                              squeeze=False)
     for ax, table in zip(axes[0], speed, strict=False):
         _speed_panel(ax, table)

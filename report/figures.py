@@ -15,23 +15,20 @@ import math
 from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
-
-from quantmark.report import quality  # noqa: E402
-from quantmark.report.characterize import Config, Study, family, pareto_front, variant  # noqa: E402
-from quantmark.report.stats import Interval, Ratio, bound_text  # noqa: E402
-from quantmark.sut.registry import variant_order  # noqa: E402
+from quantmark.report import canvas, quality
+from quantmark.report.characterize import Config, Study, family, pareto_front, variant
+from quantmark.report.stats import Interval, Ratio, bound_text
+from quantmark.sut.registry import variant_order
 
 PERCENTILE_LABELS = {"50.00": "p50", "90.00": "p90", "95.00": "p95", "97.00": "p97",
                      "99.00": "p99", "99.90": "p99.9"}
 # the precisions' column order: every framework's own order, merged (quantmark.sut.registry)
 VARIANT_ORDER = variant_order()
-PALETTE = plt.get_cmap("tab10")
+PALETTE = matplotlib.colormaps["tab10"]
 # one colour per framework, one line style per precision: fp32 solid, int8 dotted
 LINE_STYLE = {"fp32": "-", "int8": ":", "fp16": "--", "bf16": "--", "int8dyn": "-."}
 NOT_SIGNIFICANT = {"facecolor": "#d9d9d9", "hatch": "///", "edgecolor": "#8c8c8c"}
@@ -67,7 +64,6 @@ def _color(study: Study, sut: str):
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buffer.getvalue()
 
 
@@ -119,7 +115,7 @@ def throughput(study: Study, system: str, model: str) -> Figure | None:
     rows = [c for c in mine if c.batch_size == batch and c.derived["samples_per_s"]]
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.4))
+    fig, ax = canvas.subplots(figsize=(8, 0.32 * len(rows) + 1.4))
     names = [c.sut for c in rows]
     values = [c.derived["samples_per_s"] for c in rows]
     found = [c.derived["samples_per_s_interval"] for c in rows]
@@ -180,7 +176,7 @@ def speedup_heatmap(study: Study, system: str, model: str, scenario: str) -> Fig
                 grey.add(cell)
             else:
                 grid[cell] = c.derived["speedup_vs_fp32"]
-    fig, ax = plt.subplots(figsize=(1.3 * len(variants) + 2, 0.75 * len(families) + 1.8))
+    fig, ax = canvas.subplots(figsize=(1.3 * len(variants) + 2, 0.75 * len(families) + 1.8))
     finite = grid[np.isfinite(grid)]
     limit = max(2.0, float(np.max(np.abs(np.log2(finite))))) if finite.size else 2.0
     image = ax.imshow(np.log2(grid), cmap="RdYlGn", vmin=-limit, vmax=limit, aspect="auto")
@@ -215,7 +211,7 @@ def speedup_bars(study: Study, system: str, model: str, scenario: str) -> Figure
     if not rows:
         return None
     ratios: list[Ratio] = [c.derived["speedup_vs_fp32_ratio"] for c in rows]
-    fig, ax = plt.subplots(figsize=(9, 0.36 * len(rows) + 1.6))
+    fig, ax = canvas.subplots(figsize=(9, 0.36 * len(rows) + 1.6))
     for y, (c, found) in enumerate(zip(rows, ratios, strict=True)):
         style = ({"color": _color(study, c.sut)} if found.significant else NOT_SIGNIFICANT)
         ax.barh(y, found.point - 1, left=1, **style)
@@ -247,7 +243,7 @@ def latency_curves(study: Study, system: str, model: str, scenario: str) -> Figu
             and c.derived["percentiles_ns"]]
     if scenario == "Offline" or not mine:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig, ax = canvas.subplots(figsize=(8, 4.8))
     for c in mine:
         points = c.derived["percentiles_ns"]  # only those shown: enough queries
         keys = [p for p in PERCENTILE_LABELS if p in points]
@@ -340,7 +336,7 @@ def accuracy_vs_latency(study: Study, system: str, model: str) -> Figure | None:
     if not rows:
         return None
     front = pareto_front(points)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = canvas.subplots(figsize=(8, 5))
     xerr, yerr = _pareto_bars(rows, per_sample=not single, random=random)
     if xerr is not None or yerr is not None:
         ax.errorbar([x for x, _ in points], [y for _, y in points], xerr=xerr, yerr=yerr,
@@ -383,7 +379,7 @@ def batch_scan(study: Study, system: str, model: str) -> Figure | None:
             if len({c.batch_size for c in mine if c.sut == s}) > 1]
     if not suts:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig, ax = canvas.subplots(figsize=(8, 4.8))
     for sut in suts:
         points = sorted((c.batch_size, c.derived["samples_per_s"]) for c in mine if c.sut == sut)
         xs, ys = zip(*points, strict=True)

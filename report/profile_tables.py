@@ -185,12 +185,11 @@ def write_figure(path: Path, record: dict[str, Any]) -> bool:
         return False
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from quantmark.report import canvas
 
     segments = _segments(profiled)
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.8 * len(profiled) + 0.1 * len(segments)))
-    colors = plt.get_cmap("tab20").colors
+    fig, ax = canvas.subplots(figsize=(7, 1.2 + 0.8 * len(profiled) + 0.1 * len(segments)))
+    colors = matplotlib.colormaps["tab20"].colors
     for y, side in enumerate(profiled):
         left = 0.0
         for k, (name, ms) in enumerate(segments):
@@ -205,7 +204,6 @@ def write_figure(path: Path, record: dict[str, Any]) -> bool:
               bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return True
 
 

@@ -12,13 +12,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from quantmark.report.quality import metric_of  # noqa: E402
-from quantmark.report.recommend_section import objective_label  # noqa: E402
+from quantmark.report import canvas
+from quantmark.report.quality import metric_of
+from quantmark.report.recommend_section import objective_label
 
 
 def _points(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,7 +64,7 @@ def pareto_png(record: dict[str, Any]) -> bytes | None:
         return None
     recommended = (record.get("recommended") or {}).get("key")
     tied = {*(record.get("tied") or []), record.get("closest")}
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = canvas.subplots(figsize=(7.5, 4.8))
     for candidate in points:
         key = candidate["key"]
         if key == recommended:
@@ -95,5 +91,4 @@ def pareto_png(record: dict[str, Any]) -> bytes | None:
         ax.legend(fontsize=7, loc="best")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buffer.getvalue()

@@ -13,16 +13,13 @@ import io
 import math
 from collections import Counter
 
-import matplotlib
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from quantmark.report.characterize import Config, Study  # noqa: E402
-from quantmark.report.figures import LINE_STYLE, PALETTE, Figure  # noqa: E402
-from quantmark.report.stats import Ratio  # noqa: E402
-from quantmark.report.workload_axes import AXES, SIZE, Axis, Group, groups  # noqa: E402
+from quantmark.report import canvas
+from quantmark.report.characterize import Config, Study
+from quantmark.report.figures import LINE_STYLE, PALETTE, Figure
+from quantmark.report.stats import Ratio
+from quantmark.report.workload_axes import AXES, SIZE, Axis, Group, groups
 
 TICKS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0, 16.0)
 CAPTION = ("Each point: the SUT's speedup over its framework's FP32 at the same {axis} "
@@ -45,7 +42,6 @@ def _chosen(groups: dict[Group, list[Config]]) -> dict[Group, list[Config]]:
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buffer.getvalue()
 
 
@@ -94,7 +90,7 @@ def size_figure(study: Study, group: Group, configs: list[Config], axis: Axis = 
     batch)."""
     system, model, dataset, scenario, batch = group
     families = list(dict.fromkeys(c.family for c in study.configs))
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig, ax = canvas.subplots(figsize=(8, 4.8))
     speedups: list[float] = []
     for sut in dict.fromkeys(c.sut for c in configs):
         mine = [c for c in configs if c.sut == sut]

@@ -23,15 +23,13 @@ from urllib.parse import quote
 
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from quantmark.ground.hashing import atomic_write_text  # noqa: E402
-from quantmark.report.sweep_report import CSS as REPORT_CSS  # noqa: E402
-from quantmark.store.changes import changes_text  # noqa: E402
-from quantmark.store.points import Point, SeriesKey  # noqa: E402
-from quantmark.store.regress_baseline import instant  # noqa: E402
-from quantmark.store.verdicts import ORDER, UNITS, Verdict, by_series  # noqa: E402
+from quantmark.ground.hashing import atomic_write_text
+from quantmark.report import canvas
+from quantmark.report.sweep_report import CSS as REPORT_CSS
+from quantmark.store.changes import changes_text
+from quantmark.store.points import Point, SeriesKey
+from quantmark.store.regress_baseline import instant
+from quantmark.store.verdicts import ORDER, UNITS, Verdict, by_series
 
 if TYPE_CHECKING:  # its module imports SQLAlchemy: only where the store is opened
     from quantmark.store.quality_jobs import QualityPoint
@@ -77,8 +75,8 @@ def trend_svg(series: SeriesKey, jobs: Sequence[Point], verdict: Verdict | None)
     """The series' figure over time as an inline SVG: error bars for the intervals, disturbed
     jobs as crosses, INVALID ones hollow, the newest in red, the baseline dashed."""
     shown = [p for p in jobs if p.value is not None]
-    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": series.label()}):
-        fig, ax = plt.subplots(figsize=(6.0, 2.0))
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": series.label()}):
+        fig, ax = canvas.subplots(figsize=(6.0, 2.0))
         for point in shown:
             when = instant(point.when)
             low = point.value - point.low if point.low is not None else 0
@@ -96,7 +94,6 @@ def trend_svg(series: SeriesKey, jobs: Sequence[Point], verdict: Verdict | None)
         fig.autofmt_xdate()
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", bbox_inches="tight")
-        plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
 

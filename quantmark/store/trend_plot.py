@@ -71,16 +71,15 @@ def plot_history(points: Sequence[Point], path: Path) -> int:
     if path.suffix.lower() != ".png":
         raise UserError(f"--plot {path}: give a .png file name")
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401 - whether it is installed
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from quantmark.report import canvas
     except ImportError:
         raise UserError("--plot needs matplotlib: pip install 'quantmark[data]'") from None
     series = by_series(points)[:MAX_PANELS]
     rows = max(1, math.ceil(len(series) / COLUMNS))
     columns = min(COLUMNS, max(1, len(series)))
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.4 * rows),
+    fig, axes = canvas.subplots(rows, columns, figsize=(5.2 * columns, 3.4 * rows),
                              squeeze=False)
     for ax, (key, group) in zip(axes.flat, series, strict=False):
         draw_panel(ax, key, group)
@@ -89,6 +88,5 @@ def plot_history(points: Sequence[Point], path: Path) -> int:
     fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=100)
-    plt.close(fig)
     atomic_write_bytes(path, out.getvalue())
     return len(series)
