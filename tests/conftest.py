@@ -26,6 +26,8 @@ from tests.digits_model import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the docs examples' count in the test log (a summary only the xdist controller writes)
+pytest_plugins = ("tests.docs.summary",)
 
 
 def run_python(code: str, timeout: float = 120, env: dict[str, str] | None = None,

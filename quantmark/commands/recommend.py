@@ -186,8 +186,11 @@ def check_workload(args: argparse.Namespace, task: Any, model: str, shape: dict)
     spec = task.resolve_spec(config)
     if not classifier or args.cluster:  # a fleet's nodes judge their own memory and disk
         return
-    if args.dataset_path:  # the user's images: opened (and fitted to the model) once here
-        check_set_fits(spec, task.open_dataset(config, spec), available_memory(MEMINFO))
+    # the images (the user's, or the built-in set) opened once here: their labels checked
+    # against the model's classes (a 10-class model cannot score the built-in 1000-class set)
+    dataset = task.open_dataset(config, spec)
+    if args.dataset_path:  # and fitted to the model
+        check_set_fits(spec, dataset, available_memory(MEMINFO))
     else:  # the built-in set holds a performance set at least: its size bounds what loads
         check_memory(spec, spec.performance_sample_count, available_memory(MEMINFO))
 

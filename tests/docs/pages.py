@@ -1,5 +1,7 @@
 """The pages the documentation is made of: README.md and every Markdown file under docs/ (the
-checked-in example reports included), and the code blocks they hold."""
+checked-in example reports included), and the code blocks they hold. Every Python block and
+every guide command runs in the slow tier unless the line right before its fence says why not:
+``<!-- example: not run: REASON -->`` (counted and named in the test log)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 FENCE = re.compile(r"^```(?P<lang>\S*)\s*$")
+NOT_RUN = re.compile(r"^<!-- example: not run: (?P<why>\S.*?) -->$")
 
 
 @dataclass(frozen=True)
 class Block:
     """A fenced code block: its page, the line of its opening fence, language, text and the
-    line just before the fence (where a marker such as ``<!-- example: run -->`` sits)."""
+    line just before the fence (where a ``<!-- example: not run: REASON -->`` marker sits)."""
 
     page: Path
     line: int
@@ -26,6 +29,12 @@ class Block:
     @property
     def name(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def not_run(self) -> str | None:
+        """Why the slow tier does not run this block, where its marker says so."""
+        match = NOT_RUN.match(self.before)
+        return match["why"] if match else None
 
 
 def pages() -> list[Path]:

@@ -249,3 +249,20 @@ def test_interrupted_then_resumed_without_measuring_twice(tmp_path: Path, stand_
     assert _recommend(tmp_path, "--max-accuracy-drop", "1", "--seconds", "3") == 2
     err = capsys.readouterr().err
     assert "holds a search measured with other settings (seconds)" in err
+
+
+def test_a_model_whose_classes_the_built_in_set_does_not_fit_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A 10-class network on the built-in 1000-class photos: every run would fail on its
+    first label beyond class 9, and the search would end 'no candidate meets the limits'."""
+    from tests.docs.guide_files import onnx_classifier
+
+    def nothing(*args: object) -> None:
+        raise AssertionError("the labels must be refused before the space is built")
+
+    monkeypatch.setattr(recommend_verb, "make_space", nothing)
+    mine = onnx_classifier(tmp_path / "mine.onnx", classes=10, size=224)
+    assert cli.main(["recommend", "--output", str(tmp_path / "out"), "--scenario", "Offline",
+                     "--model-path", str(mine), "--budget", "20"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is beyond model mine's 10 classes" in err[0], err
