@@ -39,7 +39,19 @@ class RunResult:
     records: tuple[RunRecord, ...]
     summaries: tuple[RunSummary, ...]
     run_dirs: tuple[Path, ...]
-    interval: Interval | None  # None: no VALID run measured the figure
+    #: the VALID performance runs' figures (LoadGen's), in run order
+    values: tuple[float, ...] = ()
+
+    @property
+    def interval(self) -> Interval | None:
+        """The figure's interval over the VALID runs; None when no VALID run measured it.
+        Computed when asked: its statistics need scipy, which the lean install (a Pi's)
+        lacks, and ``run.py`` answers through this object there too."""
+        if not self.values:
+            return None
+        from quantmark.report.stats import figure_interval
+
+        return figure_interval(list(self.values))
 
     @property
     def record(self) -> RunRecord:
@@ -80,7 +92,6 @@ def run_result(run_dirs: Sequence[str | Path]) -> RunResult:
     """The runs in ``run_dirs`` as LoadGen's logs tell them (a record that disagrees with its
     logs is one line, as in the report)."""
     from quantmark.report.logged_run import verify
-    from quantmark.report.stats import figure_interval
 
     records, summaries = [], []
     for folder in run_dirs:
@@ -91,7 +102,7 @@ def run_result(run_dirs: Sequence[str | Path]) -> RunResult:
     values = [s.metric_value for s in summaries
               if s.validity == "VALID" and s.metric_value is not None and s.mode != "accuracy"]
     return RunResult(tuple(records), tuple(summaries), tuple(Path(d) for d in run_dirs),
-                     figure_interval(values) if values else None)
+                     tuple(values))
 
 
 @dataclass(frozen=True)
