@@ -42,8 +42,9 @@ def onnx_classifier(path: Path, classes: int, size: int) -> Path:
     return path
 
 
-def class_folders(root: Path) -> Path:
-    """``root/<class>/<n>.png``: 10 classes of noisy colour fields, 40x40 pixels."""
+def class_folders(root: Path, per_class: int = PER_CLASS) -> Path:
+    """``root/<class>/<n>.png``: 10 classes of noisy colour fields, 40x40 pixels, ``per_class``
+    of each (tests/quantmark/test_your_model.py's dataset too)."""
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -51,7 +52,7 @@ def class_folders(root: Path) -> Path:
         folder = root / f"class{label}"
         folder.mkdir(parents=True)
         colour = np.array([label * 25, 255 - label * 25, (label * 70) % 255])
-        for index in range(PER_CLASS):
+        for index in range(per_class):
             pixels = np.clip(colour + rng.integers(0, 60, (40, 40, 3)), 0, 255)
             Image.fromarray(pixels.astype(np.uint8)).save(folder / f"{index}.png")
     return root

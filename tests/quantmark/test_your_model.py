@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, save
 from PIL import Image
 
 from tests.conftest import run_cli
+from tests.docs.guide_files import class_folders
 from tests.quantmark.run.test_checks import one_line_error
 
 CLASSES = 10
@@ -37,26 +38,13 @@ def _cifar_net(path: Path) -> Path:
     return path
 
 
-def _class_folders(root: Path) -> Path:
-    """``root/<class>/<image>.png``: 10 classes of noisy colour fields, 40x40 pixels."""
-    rng = np.random.default_rng(0)
-    for c in range(CLASSES):
-        folder = root / f"class{c}"
-        folder.mkdir(parents=True)
-        colour = np.array([c * 25, 255 - c * 25, (c * 70) % 255])
-        for i in range(PER_CLASS):
-            pixels = np.clip(colour + rng.integers(0, 60, (40, 40, 3)), 0, 255)
-            Image.fromarray(pixels.astype(np.uint8)).save(folder / f"{i}.png")
-    return root
-
-
 @pytest.fixture(scope="module")
 def cifar(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """The model, its dataset and a short user.conf."""
     folder = tmp_path_factory.mktemp("cifar")
     conf = folder / "user.conf"
     conf.write_text("*.*.min_duration = 1000\n")
-    return _cifar_net(folder / "cifar.onnx"), _class_folders(folder / "data"), conf
+    return _cifar_net(folder / "cifar.onnx"), class_folders(folder / "data", PER_CLASS), conf
 
 
 def _run(cifar: tuple[Path, Path, Path], out: Path, *args: str):
